@@ -1,0 +1,216 @@
+//! The [`Executor`] trait and [`ExecutorHandle`], the shared handle every spawn goes through.
+
+use crate::join::{CatchUnwind, JoinHandle};
+use crate::pool::Shared;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+/// A task ready to be polled: run it with [`Runnable::run`](async_task::Runnable::run).
+///
+/// An [`Executor`] receives these and must eventually run each one, on one of its threads, or drop
+/// it (which cancels the task and drops its future).
+pub type Runnable = async_task::Runnable;
+
+/// Something that can run tasks: the one method a type needs to host coro tasks.
+///
+/// Implement it for your own event loop and wrap it in an [`ExecutorHandle`]; everything in
+/// coro that takes an executor takes a handle.
+///
+/// ```
+/// use coro_executor::{Executor, ExecutorHandle, Runnable};
+/// use std::sync::mpsc;
+///
+/// /// Runs tasks on whichever thread drains the channel.
+/// struct ChannelExecutor(std::sync::Mutex<mpsc::Sender<Runnable>>);
+///
+/// impl Executor for ChannelExecutor {
+///     fn schedule(&self, runnable: Runnable) {
+///         // A closed channel drops the runnable, which cancels the task.
+///         let _ = self.0.lock().unwrap().send(runnable);
+///     }
+/// }
+///
+/// let (tx, rx) = mpsc::channel();
+/// let handle = ExecutorHandle::new(ChannelExecutor(std::sync::Mutex::new(tx)));
+/// let join = handle.spawn(async { 1 + 1 });
+/// rx.recv().unwrap().run();
+/// assert_eq!(futures::executor::block_on(join).unwrap(), 2);
+/// ```
+pub trait Executor: Send + Sync + 'static {
+    /// Runs `runnable` soon, on one of this executor's threads. Called from any thread, possibly
+    /// from inside `runnable.run()` of another task; it must not block.
+    fn schedule(&self, runnable: Runnable);
+}
+
+/// A shared, cloneable handle to an executor (folly's `Executor::KeepAlive`).
+///
+/// It keeps the executor's state alive, not a shut-down [`ThreadPool`](crate::ThreadPool)'s
+/// threads: spawning through the handle of a pool that has shut down drops the future at once
+/// and its [`JoinHandle`] resolves `Err(JoinError::Cancelled)`. Two handles are equal when they
+/// refer to the same executor.
+///
+/// ```
+/// use coro_executor::{ExecutorHandle, ThreadPool};
+///
+/// let pool = ThreadPool::new(1).unwrap();
+/// let handle = pool.handle();
+/// assert_eq!(handle, ExecutorHandle::from(&pool));
+/// let join = handle.spawn(async { "hi" });
+/// assert_eq!(futures::executor::block_on(join).unwrap(), "hi");
+/// ```
+#[derive(Clone)]
+pub struct ExecutorHandle {
+    kind: Kind,
+}
+
+#[derive(Clone)]
+enum Kind {
+    /// A coro thread pool: spawns take its fast path (next slot, local queue).
+    Pool(Arc<Shared>),
+    /// Any other executor, through its trait object.
+    Dyn(Arc<dyn Executor>),
+}
+
+impl ExecutorHandle {
+    /// Wraps an executor in a new handle. Clones of the result are equal to it; another
+    /// `new` of another value is a different executor.
+    ///
+    /// ```
+    /// use coro_executor::{ExecutorHandle, InlineExecutor};
+    ///
+    /// let inline = ExecutorHandle::new(InlineExecutor);
+    /// let join = inline.spawn(async { 5 });
+    /// assert!(join.is_finished()); // ran at once, on this thread
+    /// ```
+    pub fn new<E: Executor>(executor: E) -> Self {
+        ExecutorHandle {
+            kind: Kind::Dyn(Arc::new(executor)),
+        }
+    }
+
+    /// Wraps an executor that is already shared; handles from the same `Arc` are equal.
+    ///
+    /// ```
+    /// use coro_executor::{Executor, ExecutorHandle, InlineExecutor};
+    /// use std::sync::Arc;
+    ///
+    /// let shared: Arc<dyn Executor> = Arc::new(InlineExecutor);
+    /// assert_eq!(ExecutorHandle::from_arc(shared.clone()), ExecutorHandle::from_arc(shared));
+    /// ```
+    pub fn from_arc(executor: Arc<dyn Executor>) -> Self {
+        ExecutorHandle {
+            kind: Kind::Dyn(executor),
+        }
+    }
+
+    pub(crate) fn from_pool(shared: Arc<Shared>) -> Self {
+        ExecutorHandle {
+            kind: Kind::Pool(shared),
+        }
+    }
+
+    /// Spawns `fut` on this executor and returns a handle to its result. The task starts at once
+    /// (it is scheduled now); a panic inside it is caught and reported by the handle.
+    ///
+    /// ```
+    /// use coro_executor::ThreadPool;
+    ///
+    /// let pool = ThreadPool::new(2).unwrap();
+    /// let joins: Vec<_> = (0..4).map(|i| pool.handle().spawn(async move { i * 2 })).collect();
+    /// let sum: i32 = joins.into_iter().map(|j| futures::executor::block_on(j).unwrap()).sum();
+    /// assert_eq!(sum, 12);
+    /// ```
+    pub fn spawn<F>(&self, fut: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match &self.kind {
+            Kind::Pool(shared) => shared.spawn(fut),
+            Kind::Dyn(executor) => {
+                let executor = executor.clone();
+                let (runnable, task) =
+                    async_task::spawn(CatchUnwind::new(fut), move |r| executor.schedule(r));
+                runnable.schedule();
+                JoinHandle::new(task)
+            }
+        }
+    }
+
+    /// Hands a runnable to this executor, as the executor's own spawns do. Building blocks such
+    /// as coro's tasks use it to keep a task on its executor.
+    ///
+    /// ```
+    /// use coro_executor::{ExecutorHandle, ManualExecutor};
+    ///
+    /// let ex = ManualExecutor::new();
+    /// let (runnable, task) = async_task::spawn(async { 3 }, |_| {});
+    /// ex.handle().schedule(runnable);
+    /// assert_eq!(ex.run_until_idle(), 1);
+    /// assert_eq!(futures::executor::block_on(task), 3);
+    /// ```
+    pub fn schedule(&self, runnable: Runnable) {
+        match &self.kind {
+            Kind::Pool(shared) => shared.schedule_remote(runnable),
+            Kind::Dyn(executor) => executor.schedule(runnable),
+        }
+    }
+
+    /// The pool whose worker thread the caller is on, if any.
+    ///
+    /// ```
+    /// use coro_executor::{ExecutorHandle, ThreadPool};
+    ///
+    /// assert!(ExecutorHandle::current_pool().is_none());
+    /// let pool = ThreadPool::new(1).unwrap();
+    /// let inside = futures::executor::block_on(pool.spawn(async { ExecutorHandle::current_pool() }));
+    /// assert_eq!(inside.unwrap(), Some(pool.handle()));
+    /// ```
+    pub fn current_pool() -> Option<ExecutorHandle> {
+        crate::pool::current_shared().map(ExecutorHandle::from_pool)
+    }
+
+    /// Whether this handle refers to a coro [`ThreadPool`](crate::ThreadPool).
+    ///
+    /// ```
+    /// use coro_executor::{ExecutorHandle, InlineExecutor, ThreadPool};
+    ///
+    /// assert!(ThreadPool::new(1).unwrap().handle().is_thread_pool());
+    /// assert!(!ExecutorHandle::new(InlineExecutor).is_thread_pool());
+    /// ```
+    pub fn is_thread_pool(&self) -> bool {
+        matches!(self.kind, Kind::Pool(_))
+    }
+
+    fn addr(&self) -> *const () {
+        match &self.kind {
+            Kind::Pool(shared) => Arc::as_ptr(shared).cast(),
+            Kind::Dyn(executor) => Arc::as_ptr(executor).cast(),
+        }
+    }
+}
+
+impl PartialEq for ExecutorHandle {
+    fn eq(&self, other: &Self) -> bool {
+        self.addr() == other.addr()
+    }
+}
+
+impl Eq for ExecutorHandle {}
+
+impl std::hash::Hash for ExecutorHandle {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.addr().hash(state);
+    }
+}
+
+impl fmt::Debug for ExecutorHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            Kind::Pool(_) => "ThreadPool",
+            Kind::Dyn(_) => "dyn Executor",
+        };
+        write!(f, "ExecutorHandle({kind} @ {:p})", self.addr())
+    }
+}

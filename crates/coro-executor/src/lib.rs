@@ -1,0 +1,107 @@
+//! The engine behind [coro](https://docs.rs/coro): a work-stealing thread pool in the style of
+//! Go's scheduler, a blocking pool and a timer wheel. It knows nothing of coro's `Task`
+//! semantics and is usable on its own, like `async-executor`.
+//!
+//! # A tour
+//!
+//! - [`ThreadPool`] runs tasks on N workers. Each worker has a queue of 256 tasks and a *next
+//!   slot* for the task its running task just woke; idle workers steal half of another's queue;
+//!   a global queue takes spawns from outside and overflow. [`ThreadPool::metrics`] shows what
+//!   the scheduler did.
+//! - [`ExecutorHandle`] is the cloneable handle everything spawns through; the [`Executor`] trait
+//!   lets any type host tasks, and [`InlineExecutor`] and [`ManualExecutor`] are two small ones.
+//! - [`JoinHandle`] awaits a task's result (or [`JoinError`]); dropping it detaches the task.
+//! - [`ThreadPool::spawn_blocking`] moves blocking code off the workers.
+//!
+//! ```
+//! use coro_executor::ThreadPool;
+//!
+//! let pool = ThreadPool::new(2).unwrap();
+//! let handle = pool.spawn(async {
+//!     coro_executor::yield_now().await;
+//!     let from_blocking = coro_executor::spawn_blocking(|| 40).await.unwrap();
+//!     from_blocking + 2
+//! });
+//! assert_eq!(futures::executor::block_on(handle).unwrap(), 42);
+//! ```
+//!
+//! # Guarantees
+//!
+//! - A task only ever runs on a thread of the executor it was spawned on.
+//! - A panic inside a task is caught and reported through its [`JoinHandle`]; workers survive.
+//! - Shutting a pool down (or dropping it) drops every unfinished task exactly once, resolves its
+//!   handle with [`JoinError::Cancelled`] and joins every thread.
+
+#![warn(missing_docs)]
+
+mod blocking;
+mod executor;
+mod inline;
+mod join;
+mod loom;
+mod manual;
+mod pool;
+mod yield_now;
+
+pub use executor::{Executor, ExecutorHandle, Runnable};
+pub use inline::InlineExecutor;
+pub use join::{JoinError, JoinHandle};
+pub use manual::ManualExecutor;
+pub use pool::{BuildError, PoolMetrics, ThreadPool, ThreadPoolBuilder, WorkerMetrics};
+pub use yield_now::{YieldNow, yield_now};
+
+use std::future::Future;
+use std::sync::OnceLock;
+
+/// The pool used by [`spawn`] and [`spawn_blocking`] outside any pool: created on first use with
+/// one worker per core, named `coro-default-{index}`, and never shut down.
+///
+/// ```
+/// let pool = coro_executor::default_pool();
+/// assert!(pool.worker_threads() >= 1);
+/// ```
+pub fn default_pool() -> &'static ThreadPool {
+    static DEFAULT: OnceLock<ThreadPool> = OnceLock::new();
+    DEFAULT.get_or_init(|| {
+        ThreadPool::builder()
+            .thread_name("coro-default")
+            .build()
+            .unwrap_or_else(|e| panic!("coro could not start its default thread pool: {e}"))
+    })
+}
+
+/// Spawns `fut` on the pool whose worker this is, or on the [`default_pool`] elsewhere.
+///
+/// ```
+/// let handle = coro_executor::spawn(async { 1 + 2 });
+/// assert_eq!(futures::executor::block_on(handle).unwrap(), 3);
+/// ```
+pub fn spawn<F>(fut: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match ExecutorHandle::current_pool() {
+        Some(pool) => pool.spawn(fut),
+        None => default_pool().spawn(fut),
+    }
+}
+
+/// Runs blocking `f` on the blocking threads of the pool whose worker this is, or of the
+/// [`default_pool`] elsewhere.
+///
+/// ```
+/// let handle = coro_executor::spawn_blocking(|| std::thread::current().name().map(str::to_owned));
+/// let name = futures::executor::block_on(handle).unwrap().unwrap();
+/// assert!(name.starts_with("coro-default-blocking"));
+/// ```
+pub fn spawn_blocking<F, R>(f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    match pool::current_shared() {
+        Some(shared) => shared.blocking.spawn(f),
+        None => default_pool().spawn_blocking(f),
+    }
+}

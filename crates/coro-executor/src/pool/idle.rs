@@ -1,0 +1,151 @@
+//! Who is searching and who is parked: the bookkeeping behind "wake a worker only when it helps".
+//!
+//! One atomic word counts unparked workers and, among them, searching ones (workers looking for
+//! work to steal). The rules of DESIGN §2 are decided here:
+//! - at most half of the workers search at once ([`Idle::try_start_searching`]);
+//! - a new task wakes a parked worker only if no worker is searching and some worker is parked
+//!   ([`Idle::worker_to_notify`]); a searcher will find the task otherwise;
+//! - the last searcher to stop searching reports it, so its caller wakes one more worker (it
+//!   found work, and there may be more) or, when it is about to park, rescans every queue.
+//!
+//! The set of parked workers sits behind a mutex: parking and notifying are slow paths, and the
+//! lock is what makes "decide to notify" and "pick a sleeper" one atomic step.
+
+use crate::loom::sync::Mutex;
+use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
+
+const SEARCHING_BITS: usize = 16;
+const SEARCHING_MASK: usize = (1 << SEARCHING_BITS) - 1;
+const UNPARKED_ONE: usize = 1 << SEARCHING_BITS;
+
+pub(crate) struct Idle {
+    /// `unparked << 16 | searching`.
+    state: AtomicUsize,
+    /// Indices of parked workers, most recently parked last.
+    sleepers: Mutex<Vec<usize>>,
+    num_workers: usize,
+    /// High-water mark of simultaneous searchers, for metrics.
+    max_searching: AtomicUsize,
+}
+
+fn searching(state: usize) -> usize {
+    state & SEARCHING_MASK
+}
+
+fn unparked(state: usize) -> usize {
+    state >> SEARCHING_BITS
+}
+
+impl Idle {
+    pub(crate) fn new(num_workers: usize) -> Idle {
+        assert!(num_workers < SEARCHING_MASK, "too many workers");
+        Idle {
+            state: AtomicUsize::new(num_workers << SEARCHING_BITS),
+            sleepers: Mutex::new(Vec::with_capacity(num_workers)),
+            num_workers,
+            max_searching: AtomicUsize::new(0),
+        }
+    }
+
+    /// If a parked worker should be woken for new work, marks it unparked and searching and
+    /// returns its index. The caller must unpark it.
+    pub(crate) fn worker_to_notify(&self) -> Option<usize> {
+        // The caller has just made work visible. A SeqCst read-modify-write orders that store
+        // before this read (a plain load could be satisfied early); it pairs with the SeqCst
+        // decrement in `stop_searching`/`park`, so either the notifier sees no searcher or the
+        // searcher's rescan sees the work.
+        if !self.notify_should_wake() {
+            return None;
+        }
+        let mut sleepers = self.sleepers.lock().unwrap();
+        // One more unparked and searching worker: the one we wake starts as a searcher. A CAS,
+        // not an add, so that a worker that started searching meanwhile cancels the wake-up and
+        // the "at most half search" bound holds exactly.
+        let mut state = self.state.load(SeqCst);
+        loop {
+            if searching(state) != 0 || unparked(state) >= self.num_workers {
+                return None;
+            }
+            match self
+                .state
+                .compare_exchange(state, state + (UNPARKED_ONE | 1), SeqCst, SeqCst)
+            {
+                Ok(_) => break,
+                Err(actual) => state = actual,
+            }
+        }
+        self.note_searching(1);
+        let index = sleepers.pop();
+        debug_assert!(
+            index.is_some(),
+            "fewer unparked than workers implies a sleeper"
+        );
+        index
+    }
+
+    fn notify_should_wake(&self) -> bool {
+        let state = self.state.fetch_add(0, SeqCst);
+        searching(state) == 0 && unparked(state) < self.num_workers
+    }
+
+    /// Tries to become a searcher; fails if half of the workers already are.
+    pub(crate) fn try_start_searching(&self) -> bool {
+        let mut state = self.state.load(SeqCst);
+        loop {
+            if 2 * searching(state) >= self.num_workers {
+                return false;
+            }
+            match self
+                .state
+                .compare_exchange(state, state + 1, SeqCst, SeqCst)
+            {
+                Ok(_) => {
+                    self.note_searching(searching(state) + 1);
+                    return true;
+                }
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    fn note_searching(&self, now: usize) {
+        if now > self.max_searching.load(Relaxed) {
+            self.max_searching.fetch_max(now, Relaxed);
+        }
+    }
+
+    /// Stops searching (the worker found work). Returns true if it was the last searcher: the
+    /// caller should then wake another worker, since more work may be waiting.
+    pub(crate) fn stop_searching(&self) -> bool {
+        let prev = self.state.fetch_sub(1, SeqCst);
+        debug_assert!(searching(prev) > 0);
+        searching(prev) == 1
+    }
+
+    /// Records that worker `index` parks. Returns true if the caller must rescan every queue
+    /// before sleeping: it was the last searcher (a task may have been pushed while every
+    /// notifier counted on a searcher to find it), or it is the last worker awake.
+    pub(crate) fn park(&self, index: usize, is_searching: bool) -> bool {
+        let mut sleepers = self.sleepers.lock().unwrap();
+        let dec = UNPARKED_ONE | is_searching as usize;
+        let prev = self.state.fetch_sub(dec, SeqCst);
+        sleepers.push(index);
+        (is_searching && searching(prev) == 1) || unparked(prev) == 1
+    }
+
+    /// After a wake-up: returns true if worker `index` was really chosen (it is no longer in the
+    /// sleeper list), false on a spurious wake-up.
+    pub(crate) fn unpark_confirmed(&self, index: usize) -> bool {
+        !self.sleepers.lock().unwrap().contains(&index)
+    }
+
+    /// Current number of searching workers.
+    pub(crate) fn num_searching(&self) -> usize {
+        searching(self.state.load(SeqCst))
+    }
+
+    /// The most workers ever seen searching at once.
+    pub(crate) fn max_searching(&self) -> usize {
+        self.max_searching.load(Relaxed)
+    }
+}

@@ -1,0 +1,229 @@
+//! State shared by a pool's workers and everyone who schedules onto it.
+
+use super::idle::Idle;
+use super::metrics::WorkerCounters;
+use super::park::Parker;
+use super::queue;
+use super::tasks::{TaskKey, TaskList};
+use super::worker;
+use crate::blocking::BlockingPool;
+use crate::executor::Runnable;
+use crate::join::{CatchUnwind, JoinHandle};
+use crate::loom::sync::atomic::{AtomicBool, AtomicPtr, Ordering::*};
+use async_task::{ScheduleInfo, WithInfo};
+use concurrent_queue::ConcurrentQueue;
+use std::future::Future;
+use std::pin::Pin;
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// What other threads may touch of one worker.
+pub(crate) struct Remote {
+    /// The stealing end of the worker's local queue.
+    pub(crate) steal: queue::Steal<Runnable>,
+    /// The next slot: the task most recently spawned or woken by the running task, run before
+    /// the queue. An atomic pointer (a `Runnable` in raw form) so that thieves can take it.
+    next: AtomicPtr<()>,
+    pub(crate) parker: Parker,
+    pub(crate) counters: WorkerCounters,
+}
+
+impl Remote {
+    pub(crate) fn new(steal: queue::Steal<Runnable>) -> Remote {
+        Remote {
+            steal,
+            next: AtomicPtr::new(ptr::null_mut()),
+            parker: Parker::new(),
+            counters: WorkerCounters::default(),
+        }
+    }
+
+    pub(crate) fn has_next(&self) -> bool {
+        !self.next.load(Relaxed).is_null()
+    }
+
+    /// Takes the next-slot task. The owner calls it to run the task, a thief to steal it.
+    pub(crate) fn take_next(&self) -> Option<Runnable> {
+        if !self.has_next() {
+            return None;
+        }
+        let raw = self.next.swap(ptr::null_mut(), Acquire);
+        // SAFETY: a non-null value in `next` always came from `Runnable::into_raw` in
+        // `put_next`, and the swap hands it to exactly one caller, so it is turned back into a
+        // `Runnable` once.
+        NonNull::new(raw).map(|raw| unsafe { Runnable::from_raw(raw) })
+    }
+
+    /// Puts a task in the next slot, returning the one it displaces.
+    pub(crate) fn put_next(&self, runnable: Runnable) -> Option<Runnable> {
+        let raw = runnable.into_raw().as_ptr();
+        // Release publishes the task to a thief's Acquire swap; Acquire takes over the old one.
+        let old = self.next.swap(raw, AcqRel);
+        // SAFETY: as in `take_next`: the swap made us the only owner of the old pointer, which
+        // came from `into_raw`.
+        NonNull::new(old).map(|old| unsafe { Runnable::from_raw(old) })
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        drop(self.take_next());
+    }
+}
+
+pub(crate) struct Shared {
+    pub(crate) remotes: Box<[Remote]>,
+    /// The global queue: spawns from outside the pool, wake-ups from other threads, overflow.
+    pub(crate) inject: ConcurrentQueue<Runnable>,
+    pub(crate) idle: Idle,
+    pub(crate) tasks: TaskList,
+    pub(crate) blocking: BlockingPool,
+    shutdown: AtomicBool,
+}
+
+impl Shared {
+    pub(crate) fn new(remotes: Box<[Remote]>, blocking: BlockingPool) -> Shared {
+        let workers = remotes.len();
+        Shared {
+            remotes,
+            inject: ConcurrentQueue::unbounded(),
+            idle: Idle::new(workers),
+            tasks: TaskList::new(workers),
+            blocking,
+            shutdown: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Acquire)
+    }
+
+    /// Spawns `fut` as a task of this pool.
+    pub(crate) fn spawn<F>(self: &Arc<Self>, fut: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let hint = worker::shard_hint();
+        let spawned = self.tasks.insert(hint, fut, |key, fut| {
+            let future = Tracked {
+                future: CatchUnwind::new(fut),
+                _entry: Entry {
+                    shared: self.clone(),
+                    key,
+                },
+            };
+            let shared = self.clone();
+            let schedule = move |runnable, info: ScheduleInfo| shared.schedule(runnable, info);
+            let (runnable, task) = async_task::spawn(future, WithInfo(schedule));
+            (runnable.waker(), (runnable, task))
+        });
+        match spawned {
+            Ok((runnable, task)) => {
+                runnable.schedule();
+                JoinHandle::new(task)
+            }
+            Err(fut) => {
+                // Shut down: the task is dropped unrun and its handle resolves Cancelled.
+                let (runnable, task) = async_task::spawn(CatchUnwind::new(fut), |_| {});
+                drop(runnable);
+                JoinHandle::new(task)
+            }
+        }
+    }
+
+    /// The schedule function of every task of this pool.
+    fn schedule(self: &Arc<Self>, runnable: Runnable, info: ScheduleInfo) {
+        if let Err(runnable) = worker::schedule_local(self, runnable, info.woken_while_running) {
+            self.schedule_remote(runnable);
+        }
+    }
+
+    /// Queues a task from outside the pool's workers (or a worker of another pool).
+    pub(crate) fn schedule_remote(&self, runnable: Runnable) {
+        match self.inject.push(runnable) {
+            Ok(()) => self.notify_parked(),
+            // Closed by shutdown: dropping the runnable drops the task, exactly once.
+            Err(closed) => drop(closed.into_inner()),
+        }
+    }
+
+    /// Wakes a parked worker if the policy says one should help: nobody is searching and someone
+    /// is parked.
+    pub(crate) fn notify_parked(&self) {
+        if let Some(index) = self.idle.worker_to_notify() {
+            self.remotes[index].parker.unpark();
+        }
+    }
+
+    /// The last worker to park looks at every queue once more: a task pushed while everyone
+    /// counted on it (a searcher) to find that task must not be stranded.
+    pub(crate) fn notify_if_work_pending(&self) {
+        let pending = !self.inject.is_empty()
+            || self
+                .remotes
+                .iter()
+                .any(|r| !r.steal.is_empty() || r.has_next());
+        if pending {
+            self.notify_parked();
+        }
+    }
+
+    /// Starts shutdown: no new work is accepted, and every worker is woken to see it.
+    pub(crate) fn begin_shutdown(&self) -> bool {
+        if self.shutdown.swap(true, AcqRel) {
+            return false;
+        }
+        self.inject.close();
+        for remote in self.remotes.iter() {
+            remote.parker.unpark();
+        }
+        true
+    }
+
+    /// Ends shutdown once the workers have exited: drops what is left in the global queue and
+    /// every task still alive anywhere (parked on a waker nobody will call).
+    pub(crate) fn finish_shutdown(&self) {
+        while let Ok(runnable) = self.inject.pop() {
+            drop(runnable);
+        }
+        for remote in self.remotes.iter() {
+            drop(remote.take_next());
+        }
+        for waker in self.tasks.close() {
+            // The task is idle (or mid-flight elsewhere): waking hands it to `schedule`, which
+            // finds the pool closed and drops it.
+            waker.wake();
+        }
+        self.blocking.shutdown();
+    }
+}
+
+/// A spawned future plus its entry in the pool's task list, removed when the future is dropped
+/// (completed or cancelled), whichever thread drops it.
+struct Tracked<F> {
+    future: F,
+    _entry: Entry,
+}
+
+struct Entry {
+    shared: Arc<Shared>,
+    key: TaskKey,
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        self.shared.tasks.remove(self.key);
+    }
+}
+
+impl<F: Future> Future for Tracked<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: `future` is structurally pinned: `Tracked` never moves it out and has no Drop
+        // impl of its own (only `_entry`, which is not pinned, has one).
+        unsafe { self.map_unchecked_mut(|t| &mut t.future) }.poll(cx)
+    }
+}

@@ -1,0 +1,323 @@
+//! A worker thread: its loop, its private state, and scheduling from inside it.
+//!
+//! The loop is Go's `schedule()`/`findRunnable()` in miniature:
+//! 1. every 61st tick, the global queue first (so it is never starved by local work);
+//! 2. the next slot, at most 3 times in a row (a task and the one it wakes ping-pong without
+//!    queueing, but cannot monopolise the worker);
+//! 3. the local queue, then the global queue;
+//! 4. searching: steal half of a random victim's queue (victims' next slots on the last pass
+//!    only), then the global queue, for a bounded number of passes;
+//! 5. park, rescanning every queue first if this worker was the last searcher or the last awake.
+
+use super::queue::Local;
+use super::shared::{Remote, Shared};
+use crate::executor::Runnable;
+use std::cell::{Cell, RefCell};
+use std::ptr;
+use std::sync::Arc;
+
+/// Every this many ticks a worker takes from the global queue before its own (Go uses 61: a
+/// prime, so it does not fall into step with periodic work).
+const GLOBAL_QUEUE_INTERVAL: u32 = 61;
+/// How many times in a row the next slot may be served before the local queue gets a turn.
+const MAX_NEXT_STREAK: u8 = 3;
+/// Passes over all victims a searching worker makes before it parks (the bounded spin).
+const SEARCH_PASSES: usize = 2;
+
+/// The worker's private state. Borrowed only in short stretches, never across `Runnable::run`,
+/// so a task that schedules another from inside its poll finds it free.
+struct Core {
+    local: Local<Runnable>,
+    tick: u32,
+    next_streak: u8,
+    is_searching: bool,
+    rng: u64,
+}
+
+pub(crate) struct Worker {
+    shared: Arc<Shared>,
+    index: usize,
+    core: RefCell<Core>,
+}
+
+thread_local! {
+    /// The worker running on this thread, if any.
+    static CURRENT: Cell<*const Worker> = const { Cell::new(ptr::null()) };
+    /// Which task-list shard this thread registers spawns in (workers use their index).
+    static SHARD_HINT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// The shard a spawn from this thread should use: a worker's own index, or a per-thread random
+/// choice elsewhere, so that concurrent spawners spread over the shards.
+pub(crate) fn shard_hint() -> usize {
+    SHARD_HINT.with(|h| {
+        let hint = h.get();
+        if hint != usize::MAX {
+            return hint;
+        }
+        let fresh = seed() as usize >> 3;
+        h.set(fresh);
+        fresh
+    })
+}
+
+fn seed() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::thread::current().id()) | 1
+}
+
+/// The pool whose worker this thread is, if any.
+pub(crate) fn current_shared() -> Option<Arc<Shared>> {
+    CURRENT.with(|c| {
+        let worker = c.get();
+        // SAFETY: `CURRENT` points at the `Worker` on this thread's stack in `run` for exactly as
+        // long as that frame is live; it is cleared before the frame ends.
+        (!worker.is_null()).then(|| unsafe { (*worker).shared.clone() })
+    })
+}
+
+/// Schedules `runnable` on the current worker if it belongs to `shared`'s pool; gives it back
+/// otherwise (the caller then uses the global queue).
+pub(crate) fn schedule_local(
+    shared: &Arc<Shared>,
+    runnable: Runnable,
+    yielded: bool,
+) -> Result<(), Runnable> {
+    CURRENT.with(|c| {
+        let worker = c.get();
+        if worker.is_null() {
+            return Err(runnable);
+        }
+        // SAFETY: see `current_shared`.
+        let worker = unsafe { &*worker };
+        if !Arc::ptr_eq(&worker.shared, shared) {
+            return Err(runnable);
+        }
+        worker.schedule_local(runnable, yielded)
+    })
+}
+
+/// Runs worker `index` of `shared` on the current thread until the pool shuts down.
+pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>) {
+    let worker = Worker {
+        shared,
+        index,
+        core: RefCell::new(Core {
+            local,
+            tick: 0,
+            next_streak: 0,
+            is_searching: false,
+            rng: seed(),
+        }),
+    };
+    SHARD_HINT.with(|h| h.set(index));
+    CURRENT.with(|c| c.set(&worker));
+    /// Clears `CURRENT` even if the loop unwinds, so no dangling pointer survives the frame.
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CURRENT.with(|c| c.set(ptr::null()));
+        }
+    }
+    let reset = Reset;
+    worker.run();
+    drop(reset);
+    worker.drain();
+}
+
+impl Worker {
+    fn remote(&self) -> &Remote {
+        &self.shared.remotes[self.index]
+    }
+
+    fn run(&self) {
+        while !self.shared.is_shutdown() {
+            if let Some(task) = self.next_task() {
+                self.run_task(task);
+                continue;
+            }
+            if let Some(task) = self.search() {
+                self.run_task(task);
+                continue;
+            }
+            self.park();
+        }
+    }
+
+    /// Drops every task left in this worker's queues at shutdown. Runs after `CURRENT` is
+    /// cleared, so tasks scheduled by the destructors go to the closed global queue and are
+    /// dropped there.
+    fn drain(&self) {
+        loop {
+            let task = self
+                .remote()
+                .take_next()
+                .or_else(|| self.core.borrow_mut().local.pop());
+            match task {
+                // Dropped outside the borrow: the future's destructor may schedule other tasks.
+                Some(task) => drop(task),
+                None => break,
+            }
+        }
+    }
+
+    fn next_task(&self) -> Option<Runnable> {
+        let mut core = self.core.borrow_mut();
+        let counters = &self.remote().counters;
+        core.tick = core.tick.wrapping_add(1);
+        if core.tick % GLOBAL_QUEUE_INTERVAL == 0 {
+            if let Ok(task) = self.shared.inject.pop() {
+                counters.global_first_polls.add(1);
+                counters.global_polls.add(1);
+                return Some(task);
+            }
+        }
+        let remote = self.remote();
+        if remote.has_next() {
+            if core.next_streak < MAX_NEXT_STREAK {
+                if let Some(task) = remote.take_next() {
+                    core.next_streak += 1;
+                    counters.next_slot_polls.add(1);
+                    return Some(task);
+                }
+            } else if let Some(task) = remote.take_next() {
+                // The streak is used up: the woken task queues behind the others.
+                counters.next_slot_capped.add(1);
+                self.push_back(&mut core, task);
+            }
+        }
+        core.next_streak = 0;
+        if let Some(task) = core.local.pop() {
+            return Some(task);
+        }
+        let task = self.shared.inject.pop().ok()?;
+        counters.global_polls.add(1);
+        Some(task)
+    }
+
+    fn run_task(&self, task: Runnable) {
+        {
+            let mut core = self.core.borrow_mut();
+            if core.is_searching {
+                core.is_searching = false;
+                // The last searcher to find work wakes another: where there was one task there
+                // may be more, and nobody else is looking.
+                if self.shared.idle.stop_searching() {
+                    self.shared.notify_parked();
+                }
+            }
+        }
+        self.remote().counters.polls.add(1);
+        task.run();
+    }
+
+    /// Looks for work elsewhere: other workers' queues, then the global queue.
+    fn search(&self) -> Option<Runnable> {
+        let mut core = self.core.borrow_mut();
+        if !core.is_searching {
+            if !self.shared.idle.try_start_searching() {
+                return None;
+            }
+            core.is_searching = true;
+        }
+        let remotes = &self.shared.remotes;
+        let n = remotes.len();
+        let counters = &self.remote().counters;
+        for pass in 0..SEARCH_PASSES {
+            let last_pass = pass + 1 == SEARCH_PASSES;
+            let start = next_random(&mut core.rng) as usize % n;
+            for i in 0..n {
+                let victim = (start + i) % n;
+                if victim == self.index {
+                    continue;
+                }
+                if let Some((task, stolen)) = remotes[victim].steal.steal_into(&mut core.local) {
+                    counters.steal_operations.add(1);
+                    counters.stolen_tasks.add(stolen as u64);
+                    return Some(task);
+                }
+                if last_pass {
+                    if let Some(task) = remotes[victim].take_next() {
+                        counters.steal_operations.add(1);
+                        counters.stolen_tasks.add(1);
+                        return Some(task);
+                    }
+                }
+            }
+            if let Ok(task) = self.shared.inject.pop() {
+                counters.global_polls.add(1);
+                return Some(task);
+            }
+            std::hint::spin_loop();
+        }
+        None
+    }
+
+    fn park(&self) {
+        let was_searching = {
+            let mut core = self.core.borrow_mut();
+            std::mem::replace(&mut core.is_searching, false)
+        };
+        self.remote().counters.parks.add(1);
+        if self.shared.idle.park(self.index, was_searching) {
+            self.shared.notify_if_work_pending();
+        }
+        loop {
+            self.remote().parker.park();
+            if self.shared.is_shutdown() {
+                return;
+            }
+            if self.shared.idle.unpark_confirmed(self.index) {
+                // Whoever woke us counted us as a searcher.
+                self.core.borrow_mut().is_searching = true;
+                return;
+            }
+        }
+    }
+
+    fn schedule_local(&self, runnable: Runnable, yielded: bool) -> Result<(), Runnable> {
+        // The core is free whenever a task runs; it is borrowed here only if a runnable is dropped
+        // from inside the worker's own bookkeeping, and then the global queue takes it.
+        let Ok(mut core) = self.core.try_borrow_mut() else {
+            return Err(runnable);
+        };
+        let remote = self.remote();
+        if yielded {
+            // A task that woke itself yielded: it goes behind everything queued, never into
+            // the next slot, or a yield loop would starve the queue.
+            remote.counters.yielded_to_back.add(1);
+            self.push_back(&mut core, runnable);
+        } else if let Some(displaced) = remote.put_next(runnable) {
+            self.push_back(&mut core, displaced);
+        }
+        // Others can help only if more than the next-slot task waits here, and only one of us
+        // needs to: a searching worker will run what it holds itself.
+        if !core.is_searching && !core.local.is_empty() {
+            drop(core);
+            self.shared.notify_parked();
+        }
+        Ok(())
+    }
+
+    fn push_back(&self, core: &mut Core, runnable: Runnable) {
+        let inject = &self.shared.inject;
+        let moved = core.local.push_back(runnable, &mut |task| {
+            if let Err(closed) = inject.push(task) {
+                drop(closed.into_inner());
+            }
+        });
+        if moved > 1 {
+            self.remote().counters.overflows.add(1);
+        }
+    }
+}
+
+/// xorshift64*: victim choice needs speed and spread, not quality.
+fn next_random(state: &mut u64) -> u64 {
+    let mut x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
