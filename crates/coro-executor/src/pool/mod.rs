@@ -11,6 +11,8 @@
 
 mod builder;
 mod idle;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod metrics;
 mod park;
 pub(crate) mod queue;

@@ -116,12 +116,14 @@ impl TaskList {
                 &mut shard.slots[key.slot as usize],
                 Slot::Vacant { next_free },
             );
+            // Counted down under the lock: `close` takes the same locks before it resets the
+            // count, so a decrement can never land after the reset and wrap it.
+            self.live.fetch_sub(1, Relaxed);
             match old {
                 Slot::Occupied(waker) => waker,
                 Slot::Vacant { .. } => unreachable!("task entry removed twice"),
             }
         };
-        self.live.fetch_sub(1, Relaxed);
         // Dropped outside the lock: releasing a waker may free the task, whose destructor may
         // spawn or complete other tasks and come back here.
         drop(waker);

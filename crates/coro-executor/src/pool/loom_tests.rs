@@ -1,0 +1,952 @@
+//! Loom models of the pool's lock-free parts and of its wake/park protocol.
+//!
+//! Run them (and only them) with:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
+//!     cargo test -p coro-executor --lib --release --target-dir target/loom -- loom_
+//! ```
+//!
+//! Under `--cfg loom` every primitive behind `crate::loom` (and concurrent-queue's atomics) is
+//! loom's, so these models explore the code that ships, not a copy. Loom runs model threads as
+//! coroutines on one OS thread: nothing here touches `worker.rs`'s thread-locals
+//! (`schedule_local`, `shard_hint`, `worker::run`).
+//!
+//! What each model proves, for every interleaving loom explores:
+//!
+//! - Local queue (`queue.rs`); items are boxed, carry an id and are counted while alive, so a lost
+//!   item (missing id, or a live count above zero at the end) and a duplicated one (an id seen
+//!   twice) both fail the model:
+//!   - `loom_queue_push_pop_vs_steal`: the owner pushes and pops while one worker steals into its
+//!     own queue; every item is obtained exactly once (owner's pop, the stolen item handed back,
+//!     or the thief's queue afterwards), and `steal_into` reports the right count.
+//!   - `loom_queue_two_stealers`: the same with two thieves racing each other and the owner.
+//!   - `loom_queue_overflow_vs_steal`: the ring is full (256 real slots, filled before the threads
+//!     start); the owner's push overflows while a thief steals half. Items sent to the overflow
+//!     sink match `push_back`'s return value (0, 1 or 129), and no item is lost or duplicated.
+//!   - `loom_queue_pop_vs_steal_single_item`: owner and thief race for the last item; exactly one
+//!     of them gets it.
+//!   - `loom_queue_full_ring_pop_push_vs_steal`: full ring; the owner pops one and pushes one
+//!     (wrapping onto slot 0) while a thief copies out the front half: the owner never writes a
+//!     slot a thief is still reading (loom checks every slot access), nothing lost or duplicated.
+//!   - `loom_queue_full_ring_two_stealers`: full ring, two thieves and an overflowing push: the
+//!     same, whichever thief finishes first (a second claim while one is in flight would let the
+//!     owner overwrite the first thief's slots).
+//! - Parker (`park.rs`):
+//!   - `loom_parker_unpark_before_park`: a token saved by an earlier `unpark` (from another
+//!     thread) makes `park` return at once;
+//!   - `loom_parker_unpark_races_park`: an `unpark` racing `park` always wakes it (otherwise
+//!     loom reports a deadlock), and what the unparker wrote before is visible after `park`;
+//!   - `loom_parker_two_unparks_one_token`: two unparks leave one token: the second `park` sleeps
+//!     until a third `unpark`;
+//!   - `loom_parker_two_unparkers`: two threads unparking at once wake the parker exactly as one.
+//! - Park/notify protocol (`idle.rs`, `shared.rs`, `worker.rs`): a real `Shared` with two workers,
+//!   whose threads replay `Worker::run`/`next_task`/`search`/`park`/`run_task` call for call
+//!   (`ModelWorker`), while the model's main thread schedules one task from outside the pool
+//!   (`Shared::schedule_remote`: global-queue push, then `notify_parked`). The task shuts the
+//!   pool down when it runs, which lets every worker exit; if the task were stranded in the queue
+//!   with every worker parked, no thread could make progress and loom reports a deadlock. So
+//!   each model proves "no lost wake-up: the task is always run, exactly once":
+//!   - `loom_protocol_searcher_parks`: worker 0 is the searcher and gives up (parks as the last
+//!     searcher, so it must rescan); worker 1 is already asleep;
+//!   - `loom_protocol_searcher_parks_other_busy`: worker 0 is the searcher and parks while
+//!     worker 1 is awake but busy in a long task (not searching, not looking at any queue), so
+//!     only the last-searcher rescan stands between the task and a lost wake-up;
+//!   - `loom_protocol_non_searcher_parks`: worker 0 cannot search (worker 1 is the searcher) and
+//!     parks without rescanning; worker 1 searches and parks too;
+//!   - `loom_protocol_both_park`: two workers, neither searching, both run out of work and park;
+//!   - `loom_protocol_busy_worker_schedules_locally`: the work is not in the global queue but in
+//!     a busy worker's next slot and local queue (`Worker::schedule_local`, replayed by the main
+//!     thread, which then runs its next slot and stays busy); the other worker must steal and
+//!     run what waits in the local queue. (A task alone in a busy worker's next slot is not
+//!     announced, by design: its worker runs it next.)
+//! - Task list (`tasks.rs`), with wakers that count their wakes and drops:
+//!   - `loom_tasks_insert_races_close`: an inserted waker is returned by `close` exactly once,
+//!     or `insert` gives the value back unused (and then `make` never ran); after `close`,
+//!     `insert` returns `Err(value)`;
+//!   - `loom_tasks_remove_races_close`: the waker is either returned by `close` or dropped by
+//!     `remove`, exactly once;
+//!   - `loom_tasks_insert_remove_close`: both races at once, on one shard (the insert may reuse
+//!     the slot being freed);
+//!   - `loom_tasks_live_count_after_close`: `live()` is 0 after `close`, never wrapped by a
+//!     `remove` racing it.
+//!
+//! A failing model either panics with the broken assertion or reports `deadlock` (a lost
+//! wake-up: every thread blocked); loom's deadlock panic aborts the test binary, so run a single
+//! model by name to see which.
+
+use super::queue::{self, CAPACITY, Local};
+use super::shared::{Remote, Shared};
+use super::{park::Parker, tasks::TaskList};
+use crate::blocking::BlockingPool;
+use crate::executor::Runnable;
+use crate::loom::sync::Arc;
+use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use crate::loom::thread;
+use std::cell::Cell;
+use std::task::{Wake, Waker};
+use std::time::Duration;
+
+/// Runs `f` under loom with the environment's settings (`LOOM_MAX_PREEMPTIONS`, ...), allowing
+/// long single-threaded setups (filling a 256-slot ring is ~1500 loom operations).
+fn model<F>(f: F)
+where
+    F: Fn() + Send + Sync + 'static,
+{
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = builder.max_branches.max(20_000);
+    builder.check(f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Local queue
+// ---------------------------------------------------------------------------------------------
+
+std::thread_local! {
+    /// Queue items alive in the current model iteration. Loom runs all model threads on the test's
+    /// OS thread, so this std thread-local is shared by them and private to the test.
+    static LIVE_ITEMS: Cell<isize> = const { Cell::new(0) };
+}
+
+/// A queue item: a heap box (a slot read twice would be a double free) with an id, counted while
+/// alive (a slot overwritten or never read again leaks it).
+struct Item(Box<usize>);
+
+impl Item {
+    fn new(id: usize) -> Item {
+        LIVE_ITEMS.with(|n| n.set(n.get() + 1));
+        Item(Box::new(id))
+    }
+
+    fn id(&self) -> usize {
+        *self.0
+    }
+}
+
+impl Drop for Item {
+    fn drop(&mut self) {
+        LIVE_ITEMS.with(|n| n.set(n.get() - 1));
+    }
+}
+
+fn live_items() -> isize {
+    LIVE_ITEMS.with(Cell::get)
+}
+
+/// Start of a model iteration: a previous iteration that failed may have left items behind.
+fn reset_live_items() {
+    LIVE_ITEMS.with(|n| n.set(0));
+}
+
+/// Pops everything left in `local`, single-threaded after the model threads are joined.
+fn drain(local: &mut Local<Item>) -> Vec<Item> {
+    std::iter::from_fn(|| local.pop()).collect()
+}
+
+/// Fails the model without dropping `items`: after a duplication two of them share one box, and
+/// freeing it twice would abort the test binary instead of reporting the failure.
+fn fail(items: Vec<Item>, message: std::fmt::Arguments<'_>) -> ! {
+    std::mem::forget(items);
+    panic!("{message}");
+}
+
+/// Every id in `0..n` obtained exactly once, and no other item alive.
+fn assert_each_once(got: Vec<Item>, n: usize) {
+    let mut ids: Vec<usize> = got.iter().map(Item::id).collect();
+    ids.sort_unstable();
+    if ids != (0..n).collect::<Vec<_>>() {
+        fail(
+            got,
+            format_args!("an item was lost or duplicated: got ids {ids:?}"),
+        );
+    }
+    assert_eq!(live_items(), n as isize, "an item leaked");
+    drop(got);
+    assert_eq!(live_items(), 0);
+}
+
+fn no_overflow(_: Item) {
+    panic!("the ring cannot be full here");
+}
+
+/// What a thief ends with: the item `steal_into` handed back plus the rest of the batch from its
+/// own queue; checks the count `steal_into` reported.
+fn stolen_items(result: Option<(Item, usize)>, dst: &mut Local<Item>) -> Vec<Item> {
+    let rest = drain(dst);
+    match result {
+        Some((item, count)) => {
+            let mut all = rest;
+            all.push(item);
+            if all.len() != count {
+                let got = all.len();
+                fail(
+                    all,
+                    format_args!("steal_into reported {count} items, gave {got}"),
+                );
+            }
+            all
+        }
+        None => {
+            if !rest.is_empty() {
+                fail(rest, format_args!("a failed steal left items behind"));
+            }
+            rest
+        }
+    }
+}
+
+#[test]
+fn loom_queue_push_pop_vs_steal() {
+    model(|| {
+        reset_live_items();
+        let (mut owner, victim) = queue::local::<Item>();
+        owner.push_back(Item::new(0), &mut no_overflow);
+
+        let thief = thread::spawn(move || {
+            let (mut dst, _dst_steal) = queue::local::<Item>();
+            let result = victim.steal_into(&mut dst);
+            stolen_items(result, &mut dst)
+        });
+
+        owner.push_back(Item::new(1), &mut no_overflow);
+        owner.push_back(Item::new(2), &mut no_overflow);
+        let mut got: Vec<Item> = owner.pop().into_iter().collect();
+
+        got.extend(thief.join().unwrap());
+        got.extend(drain(&mut owner));
+        assert_each_once(got, 3);
+    });
+}
+
+#[test]
+fn loom_queue_pop_vs_steal_single_item() {
+    model(|| {
+        reset_live_items();
+        let (mut owner, victim) = queue::local::<Item>();
+        owner.push_back(Item::new(0), &mut no_overflow);
+
+        let thief = thread::spawn(move || {
+            let (mut dst, _dst_steal) = queue::local::<Item>();
+            let result = victim.steal_into(&mut dst);
+            stolen_items(result, &mut dst)
+        });
+
+        let popped = owner.pop();
+        let stolen = thief.join().unwrap();
+        assert_eq!(popped.is_some() as usize + stolen.len(), 1);
+        let mut got = stolen;
+        got.extend(popped);
+        got.extend(drain(&mut owner));
+        assert_each_once(got, 1);
+    });
+}
+
+#[test]
+fn loom_queue_two_stealers() {
+    model(|| {
+        reset_live_items();
+        let (mut owner, victim) = queue::local::<Item>();
+        for id in 0..3 {
+            owner.push_back(Item::new(id), &mut no_overflow);
+        }
+
+        let thieves: Vec<_> = (0..2)
+            .map(|_| {
+                let victim = victim.clone();
+                thread::spawn(move || {
+                    let (mut dst, _dst_steal) = queue::local::<Item>();
+                    let result = victim.steal_into(&mut dst);
+                    stolen_items(result, &mut dst)
+                })
+            })
+            .collect();
+        drop(victim);
+
+        let mut got: Vec<Item> = owner.pop().into_iter().collect();
+        owner.push_back(Item::new(3), &mut no_overflow);
+
+        for thief in thieves {
+            got.extend(thief.join().unwrap());
+        }
+        got.extend(drain(&mut owner));
+        assert_each_once(got, 4);
+    });
+}
+
+#[test]
+fn loom_queue_overflow_vs_steal() {
+    model(|| {
+        reset_live_items();
+        let (mut owner, victim) = queue::local::<Item>();
+        // Single-threaded setup is cheap for loom: fill every real slot before racing.
+        for id in 0..CAPACITY {
+            owner.push_back(Item::new(id), &mut no_overflow);
+        }
+
+        let thief = thread::spawn(move || {
+            let (mut dst, _dst_steal) = queue::local::<Item>();
+            let result = victim.steal_into(&mut dst);
+            stolen_items(result, &mut dst)
+        });
+
+        let mut sink = Vec::new();
+        let moved = owner.push_back(Item::new(CAPACITY), &mut |item| sink.push(item));
+        assert_eq!(moved, sink.len(), "push_back miscounted what it overflowed");
+        // Nothing overflows if the thief freed room first; one item goes while it is copying;
+        // half the ring plus the new item otherwise.
+        assert!(
+            [0, 1, CAPACITY / 2 + 1].contains(&moved),
+            "unexpected overflow size {moved}"
+        );
+
+        let stolen = thief.join().unwrap();
+        if moved == 0 {
+            assert!(
+                !stolen.is_empty(),
+                "a full ring took a push without a steal"
+            );
+        }
+        let mut got = sink;
+        got.extend(stolen);
+        got.extend(drain(&mut owner));
+        assert_each_once(got, CAPACITY + 1);
+    });
+}
+
+/// A ring with every real slot filled, built before the model's threads start (single-threaded
+/// setup is cheap for loom), so that the owner's next pushes wrap around onto the slots a thief
+/// claims first.
+fn full_ring() -> (Local<Item>, queue::Steal<Item>) {
+    let (mut owner, victim) = queue::local::<Item>();
+    for id in 0..CAPACITY {
+        owner.push_back(Item::new(id), &mut no_overflow);
+    }
+    (owner, victim)
+}
+
+/// A thief: steals once into a queue of its own and returns all it got.
+fn spawn_thief(victim: queue::Steal<Item>) -> thread::JoinHandle<Vec<Item>> {
+    thread::spawn(move || {
+        let (mut dst, _dst_steal) = queue::local::<Item>();
+        let result = victim.steal_into(&mut dst);
+        stolen_items(result, &mut dst)
+    })
+}
+
+#[test]
+fn loom_queue_full_ring_pop_push_vs_steal() {
+    model(|| {
+        reset_live_items();
+        let (mut owner, victim) = full_ring();
+        let thief = spawn_thief(victim);
+
+        // The pop frees a slot, but while the thief copies out the front half the owner must
+        // still not reuse it: the push wraps onto slot 0, the thief's first one.
+        let mut got: Vec<Item> = owner.pop().into_iter().collect();
+        let mut sink = Vec::new();
+        let moved = owner.push_back(Item::new(CAPACITY), &mut |item| sink.push(item));
+        assert_eq!(moved, sink.len(), "push_back miscounted what it overflowed");
+        assert!(moved <= 1, "a ring with room overflowed {moved} items");
+
+        got.extend(sink);
+        got.extend(thief.join().unwrap());
+        got.extend(drain(&mut owner));
+        assert_each_once(got, CAPACITY + 1);
+    });
+}
+
+#[test]
+fn loom_queue_full_ring_two_stealers() {
+    model(|| {
+        reset_live_items();
+        let (mut owner, victim) = full_ring();
+        let thieves = [spawn_thief(victim.clone()), spawn_thief(victim)];
+
+        // While either thief copies, the slots it claimed are not reusable, whichever thief
+        // finishes first.
+        let mut sink = Vec::new();
+        let moved = owner.push_back(Item::new(CAPACITY), &mut |item| sink.push(item));
+        assert_eq!(moved, sink.len(), "push_back miscounted what it overflowed");
+
+        let mut got = sink;
+        for thief in thieves {
+            got.extend(thief.join().unwrap());
+        }
+        got.extend(drain(&mut owner));
+        assert_each_once(got, CAPACITY + 1);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parker
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn loom_parker_unpark_before_park() {
+    model(|| {
+        let parker = Arc::new(Parker::new());
+        let unparker = {
+            let parker = parker.clone();
+            thread::spawn(move || parker.unpark())
+        };
+        unparker.join().unwrap();
+        // The token is saved: this returns at once (a lost token is a loom deadlock).
+        parker.park();
+    });
+}
+
+#[test]
+fn loom_parker_unpark_races_park() {
+    model(|| {
+        let parker = Arc::new(Parker::new());
+        let flag = Arc::new(AtomicBool::new(false));
+        let unparker = {
+            let (parker, flag) = (parker.clone(), flag.clone());
+            thread::spawn(move || {
+                flag.store(true, Relaxed);
+                parker.unpark();
+            })
+        };
+        parker.park();
+        // `park` does not return spuriously, and the unpark orders the unparker's writes first.
+        assert!(flag.load(Relaxed), "park returned before unpark");
+        unparker.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_parker_two_unparks_one_token() {
+    model(|| {
+        let parker = Arc::new(Parker::new());
+        parker.unpark();
+        parker.unpark();
+        parker.park();
+        let flag = Arc::new(AtomicBool::new(false));
+        let unparker = {
+            let (parker, flag) = (parker.clone(), flag.clone());
+            thread::spawn(move || {
+                flag.store(true, Relaxed);
+                parker.unpark();
+            })
+        };
+        // Only one token was saved: this park has to wait for the third unpark.
+        parker.park();
+        assert!(flag.load(Relaxed), "two unparks left two tokens");
+        unparker.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_parker_two_unparkers() {
+    model(|| {
+        let parker = Arc::new(Parker::new());
+        let unparkers: Vec<_> = (0..2)
+            .map(|_| {
+                let parker = parker.clone();
+                thread::spawn(move || parker.unpark())
+            })
+            .collect();
+        parker.park();
+        for unparker in unparkers {
+            unparker.join().unwrap();
+        }
+        // However the two overlapped, the parker is consistent afterwards: the second unpark
+        // either merged with the first or left one token, never a panic or a stuck state.
+        parker.unpark();
+        parker.park();
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Park/notify protocol
+// ---------------------------------------------------------------------------------------------
+
+/// `worker.rs`'s `SEARCH_PASSES`.
+const SEARCH_PASSES: usize = 2;
+
+/// `worker::Worker` for the models: the same calls on `Shared`/`Idle`/`Parker`/queues in the same
+/// order. Left out, as irrelevant to wake-ups or impossible under loom: the thread-locals
+/// (`CURRENT`, `SHARD_HINT`), the metrics counters, the every-61st-tick global-queue check (a
+/// worker's tick starts at 1 and the models end long before 61), the next-slot streak cap (the
+/// models never fill a next slot), the random victim order (loom needs determinism; with two
+/// workers there is one victim anyway) and `drain` (the models leave nothing to drain).
+struct ModelWorker {
+    shared: Arc<Shared>,
+    index: usize,
+    /// `Core::local`.
+    local: Local<Runnable>,
+    /// `Core::is_searching`.
+    is_searching: bool,
+}
+
+impl ModelWorker {
+    /// `Worker::run`. With `asleep`, the worker starts inside `Worker::park`'s wait loop, its
+    /// `idle.park` already done by the model's setup.
+    fn run(mut self, asleep: bool) {
+        if asleep {
+            self.wait_for_unpark();
+        }
+        while !self.shared.is_shutdown() {
+            if let Some(task) = self.next_task() {
+                self.run_task(task);
+                continue;
+            }
+            if let Some(task) = self.search() {
+                self.run_task(task);
+                continue;
+            }
+            self.park();
+        }
+    }
+
+    /// `Worker::next_task`: the next slot, the local queue, the global queue.
+    fn next_task(&mut self) -> Option<Runnable> {
+        let remote = &self.shared.remotes[self.index];
+        if remote.has_next() {
+            if let Some(task) = remote.take_next() {
+                return Some(task);
+            }
+        }
+        if let Some(task) = self.local.pop() {
+            return Some(task);
+        }
+        self.shared.inject.pop().ok()
+    }
+
+    /// `Worker::run_task`: the last searcher to find work wakes another worker.
+    fn run_task(&mut self, task: Runnable) {
+        if self.is_searching {
+            self.is_searching = false;
+            if self.shared.idle.stop_searching() {
+                self.shared.notify_parked();
+            }
+        }
+        task.run();
+    }
+
+    /// `Worker::search`: become a searcher (if at most half search), then steal from each victim
+    /// (its next slot on the last pass only) and try the global queue, `SEARCH_PASSES` times.
+    fn search(&mut self) -> Option<Runnable> {
+        if !self.is_searching {
+            if !self.shared.idle.try_start_searching() {
+                return None;
+            }
+            self.is_searching = true;
+        }
+        let remotes = &self.shared.remotes;
+        let n = remotes.len();
+        for pass in 0..SEARCH_PASSES {
+            let last_pass = pass + 1 == SEARCH_PASSES;
+            for i in 1..n {
+                let victim = (self.index + i) % n;
+                if let Some((task, _)) = remotes[victim].steal.steal_into(&mut self.local) {
+                    return Some(task);
+                }
+                if last_pass {
+                    if let Some(task) = remotes[victim].take_next() {
+                        return Some(task);
+                    }
+                }
+            }
+            if let Ok(task) = self.shared.inject.pop() {
+                return Some(task);
+            }
+        }
+        None
+    }
+
+    /// `Worker::park`: record the park (rescanning every queue if this was the last searcher or
+    /// the last worker awake), then sleep.
+    fn park(&mut self) {
+        let was_searching = std::mem::replace(&mut self.is_searching, false);
+        if self.shared.idle.park(self.index, was_searching) {
+            self.shared.notify_if_work_pending();
+        }
+        self.wait_for_unpark();
+    }
+
+    /// The loop at the end of `Worker::park`: sleep until shut down or really chosen (then as a
+    /// searcher, as whoever woke us counted us).
+    fn wait_for_unpark(&mut self) {
+        loop {
+            self.shared.remotes[self.index].parker.park();
+            if self.shared.is_shutdown() {
+                return;
+            }
+            if self.shared.idle.unpark_confirmed(self.index) {
+                self.is_searching = true;
+                return;
+            }
+        }
+    }
+}
+
+/// A pool's shared state with `workers` workers, built as `ThreadPool::from_builder` does, and
+/// each worker's local queue.
+fn new_shared(workers: usize) -> (Arc<Shared>, Vec<Local<Runnable>>) {
+    let (locals, remotes): (Vec<_>, Vec<_>) = (0..workers)
+        .map(|_| {
+            let (local, steal) = queue::local();
+            (local, Remote::new(steal))
+        })
+        .unzip();
+    let blocking = BlockingPool::new("loom-blocking".into(), 1, Duration::from_secs(1));
+    let shared = Arc::new(Shared::new(remotes.into_boxed_slice(), blocking));
+    (shared, locals)
+}
+
+/// How a model worker starts.
+#[derive(Clone, Copy)]
+enum Start {
+    /// At the top of `Worker::run`'s loop, searching or not.
+    Running { searching: bool },
+    /// Asleep: inside `Worker::park`'s wait loop (setup did its `idle.park`).
+    Asleep,
+    /// Awake, not searching, and inside a task that outlasts the model: counted as unparked by
+    /// `Idle`, but no thread of the model ever looks for work for it.
+    Busy,
+}
+
+/// Starts the two workers as given, schedules one task from outside the pool as
+/// `Shared::schedule_remote` does, and checks that it runs exactly once. The task begins the
+/// pool's shutdown when it runs, which is what lets the workers' threads end: a lost wake-up
+/// leaves every thread blocked, which loom reports as a deadlock.
+fn protocol_model(starts: [Start; 2]) {
+    let (shared, locals) = new_shared(2);
+    setup_idle(&shared, starts);
+    let workers: Vec<_> = locals
+        .into_iter()
+        .zip(starts)
+        .enumerate()
+        .filter_map(|(index, (local, start))| {
+            let (searching, asleep) = match start {
+                Start::Running { searching } => (searching, false),
+                Start::Asleep => (false, true),
+                Start::Busy => return None,
+            };
+            let worker = ModelWorker {
+                shared: shared.clone(),
+                index,
+                local,
+                is_searching: searching,
+            };
+            Some(thread::spawn(move || worker.run(asleep)))
+        })
+        .collect();
+
+    let ran = Arc::new(AtomicUsize::new(0));
+    shared.schedule_remote(counted_task(&shared, &ran, 1));
+
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    assert_eq!(ran.load(Relaxed), 1, "the task did not run exactly once");
+    assert!(shared.inject.is_empty());
+}
+
+/// A task that counts its runs in `ran` and shuts the pool down when `ran` reaches `total`.
+/// async-task's own atomics are std ones, which is fine: only one model thread touches a task
+/// at a time, handed over through the (loom-modelled) queues.
+fn counted_task(shared: &Arc<Shared>, ran: &Arc<AtomicUsize>, total: usize) -> Runnable {
+    let (shared, ran) = (shared.clone(), ran.clone());
+    let (runnable, handle) = async_task::spawn(
+        async move {
+            if ran.fetch_add(1, Relaxed) + 1 == total {
+                shared.begin_shutdown();
+            }
+        },
+        |_| {},
+    );
+    handle.detach();
+    runnable
+}
+
+/// `Worker::schedule_local` (a task woken, not yielded, by the running task) with
+/// `Worker::push_back`, for worker `index`, busy and not searching, whose local queue is `local`.
+fn schedule_local_busy(
+    shared: &Shared,
+    index: usize,
+    local: &mut Local<Runnable>,
+    runnable: Runnable,
+) {
+    if let Some(displaced) = shared.remotes[index].put_next(runnable) {
+        local.push_back(displaced, &mut |task| {
+            if let Err(closed) = shared.inject.push(task) {
+                drop(closed.into_inner());
+            }
+        });
+    }
+    if !local.is_empty() {
+        shared.notify_parked();
+    }
+}
+
+/// Makes the setup's idle bookkeeping match `starts`, as the workers' own earlier calls would
+/// have: asleep workers have parked (not searching), and searching ones have started searching.
+fn setup_idle(shared: &Shared, starts: [Start; 2]) {
+    for (index, start) in starts.into_iter().enumerate() {
+        match start {
+            Start::Asleep => {
+                shared.idle.park(index, false);
+            }
+            Start::Running { searching: true } => {
+                assert!(shared.idle.try_start_searching());
+            }
+            Start::Running { searching: false } | Start::Busy => {}
+        }
+    }
+}
+
+/// Runs `protocol_model` with `starts` under loom.
+fn protocol(starts: [Start; 2]) {
+    model(move || protocol_model(starts));
+}
+
+#[test]
+fn loom_protocol_searcher_parks() {
+    // Worker 0 is the searcher and finds nothing (or the task); worker 1 is asleep.
+    protocol([Start::Running { searching: true }, Start::Asleep]);
+}
+
+#[test]
+fn loom_protocol_searcher_parks_other_busy() {
+    // Worker 0 is the searcher; worker 1 is awake but stuck in a long task, so worker 0 is not
+    // the last worker awake: only the last-searcher rescan (or the searcher's own search) can
+    // find a task whose notifier counted on the searcher.
+    protocol([Start::Running { searching: true }, Start::Busy]);
+}
+
+#[test]
+fn loom_protocol_non_searcher_parks() {
+    // Worker 1 is the searcher, so worker 0 cannot search: it parks without rescanning.
+    protocol([
+        Start::Running { searching: false },
+        Start::Running { searching: true },
+    ]);
+}
+
+#[test]
+fn loom_protocol_both_park() {
+    // Neither searches yet; both run out of work and park (one may search first).
+    protocol([
+        Start::Running { searching: false },
+        Start::Running { searching: false },
+    ]);
+}
+
+#[test]
+fn loom_protocol_busy_worker_schedules_locally() {
+    // Worker 1 (the model's main thread) is busy in a long task that wakes two tasks: the first
+    // goes to its next slot (no notify: worker 1 runs it itself next, as Go's runnext), the
+    // second displaces it into the local queue, which notifies. Then worker 1 serves its next
+    // slot (`Worker::next_task`) and that task runs long too: whatever waits in worker 1's local
+    // queue can only be run by worker 0 (awake, not searching at first), which must get it.
+    model(|| {
+        let (shared, mut locals) = new_shared(2);
+        let mut busy_local = locals.pop().expect("two workers");
+        let worker = ModelWorker {
+            shared: shared.clone(),
+            index: 0,
+            local: locals.pop().expect("two workers"),
+            is_searching: false,
+        };
+        let worker = thread::spawn(move || worker.run(false));
+
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..2 {
+            let task = counted_task(&shared, &ran, 2);
+            schedule_local_busy(&shared, 1, &mut busy_local, task);
+        }
+        // Worker 1's task returns: `Worker::next_task` takes the next slot first, `run_task`
+        // runs it (worker 1 is not searching). Worker 0 may have stolen it already.
+        if let Some(task) = shared.remotes[1].take_next() {
+            task.run();
+        }
+        worker.join().unwrap();
+        assert_eq!(
+            ran.load(Relaxed),
+            2,
+            "the tasks did not run exactly once each"
+        );
+        assert!(busy_local.is_empty() && !shared.remotes[1].has_next());
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Task list
+// ---------------------------------------------------------------------------------------------
+
+/// What happened to the wakers of one model iteration (std atomics: only read after the joins).
+#[derive(Default)]
+struct WakerLog {
+    created: std::sync::atomic::AtomicUsize,
+    woken: std::sync::atomic::AtomicUsize,
+    dropped: std::sync::atomic::AtomicUsize,
+}
+
+impl WakerLog {
+    fn get(counter: &std::sync::atomic::AtomicUsize) -> usize {
+        counter.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn bump(counter: &std::sync::atomic::AtomicUsize) {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// (created, woken, dropped)
+    fn counts(&self) -> (usize, usize, usize) {
+        (
+            Self::get(&self.created),
+            Self::get(&self.woken),
+            Self::get(&self.dropped),
+        )
+    }
+}
+
+/// A task's waker as the task list sees it: counts its wakes and its drop.
+struct Probe(std::sync::Arc<WakerLog>);
+
+impl Probe {
+    fn waker(log: &std::sync::Arc<WakerLog>) -> Waker {
+        WakerLog::bump(&log.created);
+        Waker::from(std::sync::Arc::new(Probe(log.clone())))
+    }
+}
+
+impl Wake for Probe {
+    fn wake(self: std::sync::Arc<Self>) {
+        WakerLog::bump(&self.0.woken);
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        WakerLog::bump(&self.0.dropped);
+    }
+}
+
+/// Shutdown's part after `close`: wake every returned waker (which consumes it).
+fn wake_all(wakers: Vec<Waker>) {
+    for waker in wakers {
+        waker.wake();
+    }
+}
+
+#[test]
+fn loom_tasks_insert_races_close() {
+    model(|| {
+        let tasks = Arc::new(TaskList::new(1));
+        let log = std::sync::Arc::new(WakerLog::default());
+        let inserter = {
+            let (tasks, log) = (tasks.clone(), log.clone());
+            thread::spawn(move || {
+                tasks.insert(0, Box::new(7usize), |key, value| {
+                    (Probe::waker(&log), (key, value))
+                })
+            })
+        };
+        let closed = tasks.close();
+        let closed_len = closed.len();
+        let inserted = inserter.join().unwrap();
+        wake_all(closed);
+
+        match inserted {
+            Ok((_key, value)) => {
+                assert_eq!(*value, 7);
+                assert_eq!(closed_len, 1, "close missed an inserted waker");
+                assert_eq!(log.counts(), (1, 1, 1), "waker not handled exactly once");
+            }
+            Err(value) => {
+                assert_eq!(*value, 7, "insert gave back another value");
+                assert_eq!(closed_len, 0);
+                assert_eq!(log.counts(), (0, 0, 0), "make ran on a closed list");
+            }
+        }
+        // Closed for good: the value comes back and `make` is not called.
+        let after = tasks.insert(0, 9usize, |_, _| -> (Waker, ()) {
+            unreachable!("make called after close")
+        });
+        assert!(matches!(after, Err(9)));
+    });
+}
+
+#[test]
+fn loom_tasks_remove_races_close() {
+    model(|| {
+        let tasks = Arc::new(TaskList::new(1));
+        let log = std::sync::Arc::new(WakerLog::default());
+        let key = tasks
+            .insert(0, (), |key, ()| (Probe::waker(&log), key))
+            .unwrap_or_else(|()| unreachable!());
+        let remover = {
+            let tasks = tasks.clone();
+            thread::spawn(move || tasks.remove(key))
+        };
+        let closed = tasks.close();
+        let closed_len = closed.len();
+        wake_all(closed);
+        remover.join().unwrap();
+
+        // Either close took the waker (and shutdown woke it) or remove dropped it; never both,
+        // never neither.
+        assert!(closed_len <= 1);
+        assert_eq!(
+            log.counts(),
+            (1, closed_len, 1),
+            "waker not handled exactly once"
+        );
+    });
+}
+
+#[test]
+fn loom_tasks_insert_remove_close() {
+    model(|| {
+        let tasks = Arc::new(TaskList::new(1));
+        let log = std::sync::Arc::new(WakerLog::default());
+        // Same shard for both, so the insert may reuse the slot the remove frees.
+        let key = tasks
+            .insert(0, (), |key, ()| (Probe::waker(&log), key))
+            .unwrap_or_else(|()| unreachable!());
+        let remover = {
+            let tasks = tasks.clone();
+            thread::spawn(move || tasks.remove(key))
+        };
+        let inserter = {
+            let (tasks, log) = (tasks.clone(), log.clone());
+            thread::spawn(move || tasks.insert(0, (), |key, ()| (Probe::waker(&log), key)))
+        };
+        let closed = tasks.close();
+        let closed_len = closed.len();
+        wake_all(closed);
+        remover.join().unwrap();
+        let inserted = inserter.join().unwrap().is_ok();
+
+        let (created, woken, dropped) = log.counts();
+        assert_eq!(created, 1 + inserted as usize);
+        assert_eq!(dropped, created, "a waker leaked or was dropped twice");
+        assert_eq!(woken, closed_len);
+        // The inserted waker, if any, can only have gone to close (nobody removes it).
+        assert!(closed_len >= inserted as usize);
+    });
+}
+
+/// `remove` racing `close`: `remove` counts down under the shard lock, and `close` resets the
+/// count only after taking every shard lock, so the count ends at 0 and never wraps (it once
+/// did: the decrement used to happen after the lock was released).
+#[test]
+fn loom_tasks_live_count_after_close() {
+    model(|| {
+        let tasks = Arc::new(TaskList::new(1));
+        let log = std::sync::Arc::new(WakerLog::default());
+        let key = tasks
+            .insert(0, (), |key, ()| (Probe::waker(&log), key))
+            .unwrap_or_else(|()| unreachable!());
+        let remover = {
+            let tasks = tasks.clone();
+            thread::spawn(move || tasks.remove(key))
+        };
+        wake_all(tasks.close());
+        remover.join().unwrap();
+        assert_eq!(tasks.live(), 0, "live tasks after close and remove");
+    });
+}
