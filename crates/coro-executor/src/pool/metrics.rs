@@ -80,7 +80,8 @@ pub struct WorkerMetrics {
     /// Times this worker took a task from the global queue first because its tick was a
     /// multiple of 61.
     pub global_first_polls: u64,
-    /// Tasks taken from the global queue, for any reason.
+    /// Tasks taken from the global queue, for any reason (a batch moved into the local queue
+    /// counts each task).
     pub global_polls: u64,
     /// Successful steal operations (each takes half of a victim's queue).
     pub steal_operations: u64,

@@ -114,6 +114,13 @@ impl<T> Local<T> {
         self.inner.len() == 0
     }
 
+    /// Free slots (slots being stolen from count as occupied), a lower bound the owner can rely
+    /// on: only it adds items.
+    pub(crate) fn free_slots(&self) -> usize {
+        let (steal, _) = unpack(self.inner.head.load(Acquire));
+        CAPACITY - self.tail().wrapping_sub(steal) as usize
+    }
+
     /// Whether there is room for `n` more without overflowing (stealers count as occupying).
     fn room_for(&self, n: u32) -> bool {
         let (steal, _) = unpack(self.inner.head.load(Acquire));

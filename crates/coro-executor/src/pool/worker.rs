@@ -9,7 +9,7 @@
 //!    only), then the global queue, for a bounded number of passes;
 //! 5. park, rescanning every queue first if this worker was the last searcher or the last awake.
 
-use super::queue::Local;
+use super::queue::{self, Local};
 use super::shared::{Remote, Shared};
 use crate::executor::Runnable;
 use std::cell::{Cell, RefCell};
@@ -166,9 +166,8 @@ impl Worker {
         let counters = &self.remote().counters;
         core.tick = core.tick.wrapping_add(1);
         if core.tick % GLOBAL_QUEUE_INTERVAL == 0 {
-            if let Ok(task) = self.shared.inject.pop() {
+            if let Some(task) = self.pop_global(&mut core) {
                 counters.global_first_polls.add(1);
-                counters.global_polls.add(1);
                 return Some(task);
             }
         }
@@ -190,8 +189,31 @@ impl Worker {
         if let Some(task) = core.local.pop() {
             return Some(task);
         }
-        let task = self.shared.inject.pop().ok()?;
-        counters.global_polls.add(1);
+        self.pop_global(&mut core)
+    }
+
+    /// Takes a task from the global queue, plus a fair share of what is left there into the local
+    /// queue (Go's `globrunqget`). One at a time would starve the global queue behind a worker
+    /// whose local queue never empties (tasks yielding in a loop): it would get one task per 61
+    /// ticks. A batch also lets other workers steal from us rather than contend on the global
+    /// queue.
+    fn pop_global(&self, core: &mut Core) -> Option<Runnable> {
+        let inject = &self.shared.inject;
+        let task = inject.pop().ok()?;
+        let counters = &self.remote().counters;
+        let share = inject.len() / self.shared.remotes.len() + 1;
+        let batch = share.min(core.local.free_slots() / 2).min(queue::CAPACITY / 2);
+        let mut moved = 0;
+        while moved < batch {
+            let Ok(extra) = inject.pop() else { break };
+            // Within the free room measured above, so this never overflows.
+            self.push_back(core, extra);
+            moved += 1;
+        }
+        counters.global_polls.add(1 + moved as u64);
+        if moved > 0 && !core.is_searching {
+            self.shared.notify_parked();
+        }
         Some(task)
     }
 
@@ -244,8 +266,7 @@ impl Worker {
                     }
                 }
             }
-            if let Ok(task) = self.shared.inject.pop() {
-                counters.global_polls.add(1);
+            if let Some(task) = self.pop_global(&mut core) {
                 return Some(task);
             }
             std::hint::spin_loop();

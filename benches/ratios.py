@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Prints the README table of `cargo bench -p coro-benches --bench rt_multi_threaded`.
+
+Reads criterion's median point estimates from
+`<target>/criterion/<group>/<function>/new/estimates.json` and prints a markdown table:
+shape | coro | tokio | async-executor | coro / best-of-others, where the last column is
+coro's median divided by min(tokio, async-executor) (below 1: coro is faster).
+
+Usage: python3 benches/ratios.py [CRITERION_DIR]
+CRITERION_DIR defaults to $CARGO_TARGET_DIR/criterion, else target/criterion at the workspace
+root (the parent of this script's directory). Python 3 standard library only.
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+SHAPES = [
+    "spawn_many_local",
+    "spawn_many_remote_idle",
+    "spawn_many_remote_busy",
+    "yield_many",
+    "ping_pong",
+    "chained_spawn",
+]
+CORO = "coro"
+OTHERS = ["tokio", "async_executor"]
+
+
+def criterion_dir() -> Path:
+    if len(sys.argv) > 1:
+        return Path(sys.argv[1])
+    target = os.environ.get("CARGO_TARGET_DIR")
+    if target:
+        return Path(target) / "criterion"
+    return Path(__file__).resolve().parent.parent / "target" / "criterion"
+
+
+def median_ns(root: Path, group: str, function: str):
+    """The median point estimate in nanoseconds, or None if the bench has not run."""
+    path = root / group / function / "new" / "estimates.json"
+    try:
+        with open(path, encoding="utf-8") as f:
+            return float(json.load(f)["median"]["point_estimate"])
+    except FileNotFoundError:
+        return None
+
+
+def human(ns) -> str:
+    if ns is None:
+        return "n/a"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}" if ns / scale < 100 else f"{ns / scale:.0f} {unit}"
+    return f"{ns:.3g} ns"
+
+
+def main() -> int:
+    root = criterion_dir()
+    if not root.is_dir():
+        print(f"no criterion results under {root}; run the benches first", file=sys.stderr)
+        return 1
+    print("| shape | coro | tokio | async-executor | coro / best-of-others |")
+    print("|---|---:|---:|---:|---:|")
+    for shape in SHAPES:
+        coro = median_ns(root, shape, CORO)
+        others = [median_ns(root, shape, name) for name in OTHERS]
+        known = [ns for ns in others if ns is not None]
+        ratio = f"{coro / min(known):.2f}" if coro is not None and known else "n/a"
+        cells = [human(coro)] + [human(ns) for ns in others] + [ratio]
+        print(f"| `{shape}` | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
