@@ -12,13 +12,14 @@
 //!   lets any type host tasks, and [`InlineExecutor`] and [`ManualExecutor`] are two small ones.
 //! - [`JoinHandle`] awaits a task's result (or [`JoinError`]); dropping it detaches the task.
 //! - [`ThreadPool::spawn_blocking`] moves blocking code off the workers.
+//! - [`time`] has deadline futures on a hierarchical timer wheel, usable from any executor.
 //!
 //! ```
 //! use coro_executor::ThreadPool;
 //!
 //! let pool = ThreadPool::new(2).unwrap();
 //! let handle = pool.spawn(async {
-//!     coro_executor::yield_now().await;
+//!     coro_executor::time::sleep(std::time::Duration::from_millis(5)).await;
 //!     let from_blocking = coro_executor::spawn_blocking(|| 40).await.unwrap();
 //!     from_blocking + 2
 //! });
@@ -41,6 +42,7 @@ mod join;
 mod loom;
 mod manual;
 mod pool;
+pub mod time;
 mod yield_now;
 
 pub use executor::{Executor, ExecutorHandle, Runnable};
