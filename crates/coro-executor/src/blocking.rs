@@ -6,7 +6,8 @@
 //! ordinary tasks.
 
 use crate::executor::Runnable;
-use crate::join::{CatchUnwind, JoinHandle};
+use crate::join::JoinHandle;
+use crate::task;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -61,9 +62,8 @@ impl BlockingPool {
         R: Send + 'static,
     {
         let inner = self.inner.clone();
-        let (runnable, task) = async_task::spawn(CatchUnwind::new(async move { f() }), move |r| {
-            Inner::schedule(&inner, r)
-        });
+        let (runnable, task) =
+            task::build_unlisted(async move { f() }, move |r| Inner::schedule(&inner, r));
         runnable.schedule();
         JoinHandle::new(task)
     }

@@ -1,7 +1,9 @@
 //! The [`Executor`] trait and [`ExecutorHandle`], the shared handle every spawn goes through.
 
-use crate::join::{CatchUnwind, JoinHandle};
-use crate::pool::Shared;
+use crate::join::JoinHandle;
+use crate::pool::{Shared, TaskList};
+use crate::task;
+use crate::trace::TaskHeader;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -9,8 +11,9 @@ use std::sync::Arc;
 /// A task ready to be polled: run it with [`Runnable::run`](async_task::Runnable::run).
 ///
 /// An [`Executor`] receives these and must eventually run each one, on one of its threads, or drop
-/// it (which cancels the task and drops its future).
-pub type Runnable = async_task::Runnable;
+/// it (which cancels the task and drops its future). Its metadata is the task's
+/// [`TaskHeader`](crate::trace::TaskHeader).
+pub type Runnable = async_task::Runnable<TaskHeader>;
 
 /// Something that can run tasks: the one method a type needs to host coro tasks.
 ///
@@ -129,31 +132,23 @@ impl ExecutorHandle {
         match &self.kind {
             Kind::Pool(shared) => shared.spawn(fut),
             Kind::Dyn(executor) => {
-                let executor = executor.clone();
-                let (runnable, task) =
-                    async_task::spawn(CatchUnwind::new(fut), move |r| executor.schedule(r));
+                let list = other_tasks();
+                let spawned = list.insert(crate::pool::shard_hint(), fut, |key, fut| {
+                    let executor = executor.clone();
+                    let schedule = move |runnable: Runnable| {
+                        runnable.metadata().mark_scheduled();
+                        executor.schedule(runnable);
+                    };
+                    let (runnable, task) = task::build(list, key, fut, schedule);
+                    let header = std::ptr::NonNull::from(runnable.metadata());
+                    (None, header, (runnable, task))
+                });
+                let Ok((runnable, task)) = spawned else {
+                    unreachable!("the list of other executors' tasks is never closed")
+                };
                 runnable.schedule();
                 JoinHandle::new(task)
             }
-        }
-    }
-
-    /// Hands a runnable to this executor, as the executor's own spawns do. Building blocks such
-    /// as coro's tasks use it to keep a task on its executor.
-    ///
-    /// ```
-    /// use coro_executor::{ExecutorHandle, ManualExecutor};
-    ///
-    /// let ex = ManualExecutor::new();
-    /// let (runnable, task) = async_task::spawn(async { 3 }, |_| {});
-    /// ex.handle().schedule(runnable);
-    /// assert_eq!(ex.run_until_idle(), 1);
-    /// assert_eq!(futures::executor::block_on(task), 3);
-    /// ```
-    pub fn schedule(&self, runnable: Runnable) {
-        match &self.kind {
-            Kind::Pool(shared) => shared.schedule_remote(runnable),
-            Kind::Dyn(executor) => executor.schedule(runnable),
         }
     }
 
@@ -189,6 +184,14 @@ impl ExecutorHandle {
             Kind::Dyn(executor) => Arc::as_ptr(executor).cast(),
         }
     }
+}
+
+/// Tasks of executors other than thread pools, listed for task snapshots only (no shutdown
+/// walks them, so the list holds no wakers and never keeps a task alive).
+pub(crate) fn other_tasks() -> &'static TaskList {
+    static OTHERS: std::sync::OnceLock<TaskList> = std::sync::OnceLock::new();
+    OTHERS
+        .get_or_init(|| TaskList::new(std::thread::available_parallelism().map_or(1, |n| n.get())))
 }
 
 impl PartialEq for ExecutorHandle {

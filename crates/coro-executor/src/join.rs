@@ -1,5 +1,6 @@
 //! [`JoinHandle`] and [`JoinError`]: the result side of a spawned task.
 
+use crate::trace::TaskHeader;
 use std::any::Any;
 use std::fmt;
 use std::future::Future;
@@ -113,11 +114,11 @@ impl std::error::Error for JoinError {}
 /// ```
 #[must_use = "dropping a JoinHandle detaches the task; call .detach() to say so"]
 pub struct JoinHandle<T> {
-    task: Option<async_task::FallibleTask<Result<T, Panic>>>,
+    task: Option<async_task::FallibleTask<Result<T, Panic>, TaskHeader>>,
 }
 
 impl<T> JoinHandle<T> {
-    pub(crate) fn new(task: async_task::Task<Result<T, Panic>>) -> Self {
+    pub(crate) fn new(task: crate::task::RawTask<T>) -> Self {
         JoinHandle {
             task: Some(task.fallible()),
         }

@@ -12,6 +12,7 @@
 //!   lets any type host tasks, and [`InlineExecutor`] and [`ManualExecutor`] are two small ones.
 //! - [`JoinHandle`] awaits a task's result (or [`JoinError`]); dropping it detaches the task.
 //! - [`ThreadPool::spawn_blocking`] moves blocking code off the workers.
+//! - [`trace`] lists every live task (id, state, async stack) for task dumps.
 //! - [`time`] has deadline futures on a hierarchical timer wheel, usable from any executor.
 //!
 //! ```
@@ -42,7 +43,9 @@ mod join;
 mod loom;
 mod manual;
 mod pool;
+mod task;
 pub mod time;
+pub mod trace;
 mod yield_now;
 
 pub use executor::{Executor, ExecutorHandle, Runnable};

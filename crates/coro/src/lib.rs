@@ -5,19 +5,45 @@
 //! # A tour
 //!
 //! Everything runs on [`executor`], the engine: a [`ThreadPool`] of workers with per-worker run
-//! queues, work stealing, a blocking pool and a timer wheel. [`spawn`] starts a task on the
-//! current pool (or a default pool created on first use) and [`spawn_blocking`] moves blocking
-//! code off the workers.
+//! queues, work stealing, a blocking pool and a timer wheel.
+//!
+//! A [`Task`] is a lazy unit of work: creating one runs nothing; awaiting it runs it inline in
+//! the awaiter, as a child frame that inherits the awaiter's executor, cancellation token and
+//! task-locals. [`Task::schedule_on`] binds a task to an executor instead, and code in a task
+//! always runs on its own executor. [`block_wait`] waits for async work from synchronous code.
 //!
 //! ```
-//! let handle = coro::spawn(async {
-//!     let answer = coro::spawn_blocking(|| 6 * 7).await.unwrap();
-//!     answer
-//! });
-//! assert_eq!(futures::executor::block_on(handle).unwrap(), 42);
+//! use coro::Task;
+//!
+//! fn fetch(id: u32) -> Task<String> {
+//!     Task::new(async move { format!("user {id}") }).named("fetch")
+//! }
+//!
+//! let pool = coro::ThreadPool::new(2).unwrap();
+//! let page = Task::new(async {
+//!     let a = coro::spawn(fetch(1)); // runs in parallel on the pool
+//!     let b = fetch(2).await; // runs inline, here
+//!     format!("{}, {b}", a.await.unwrap())
+//! })
+//! .schedule_on(&pool);
+//! assert_eq!(coro::block_wait(page), "user 1, user 2");
 //! ```
+//!
+//! [`trace::current_stack`] shows the chain of tasks awaiting one another; [`cancel`] has
+//! cooperative cancellation; [`task_local!`] declares values that child tasks inherit.
 
 #![warn(missing_docs)]
+
+pub mod cancel;
+mod local;
+mod task;
+pub mod trace;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::private::block_wait_timeout;
+}
+mod private;
 
 /// The engine: thread pools, executors, join handles, the blocking pool and timers.
 ///
@@ -29,6 +55,11 @@
 /// ```
 pub use coro_executor as executor;
 
-pub use coro_executor::{
-    ExecutorHandle, JoinError, JoinHandle, ThreadPool, default_pool, spawn, spawn_blocking,
+pub use coro_macros::{main, task, test};
+
+pub use coro_executor::{ExecutorHandle, JoinError, JoinHandle, ThreadPool, default_pool};
+pub use local::{AccessError, LocalKey, Scope};
+pub use task::{
+    Task, TaskWithExecutor, block_wait, current_cancellation_token, current_executor, spawn,
+    spawn_blocking, yield_now,
 };

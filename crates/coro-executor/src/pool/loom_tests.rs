@@ -83,7 +83,9 @@ use crate::executor::Runnable;
 use crate::loom::sync::Arc;
 use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use crate::loom::thread;
+use crate::trace::TaskHeader;
 use std::cell::Cell;
+use std::ptr::NonNull;
 use std::task::{Wake, Waker};
 use std::time::Duration;
 
@@ -649,14 +651,16 @@ fn protocol_model(starts: [Start; 2]) {
 /// at a time, handed over through the (loom-modelled) queues.
 fn counted_task(shared: &Arc<Shared>, ran: &Arc<AtomicUsize>, total: usize) -> Runnable {
     let (shared, ran) = (shared.clone(), ran.clone());
-    let (runnable, handle) = async_task::spawn(
-        async move {
-            if ran.fetch_add(1, Relaxed) + 1 == total {
-                shared.begin_shutdown();
-            }
-        },
-        |_| {},
-    );
+    let (runnable, handle) = async_task::Builder::new()
+        .metadata(TaskHeader::new())
+        .spawn(
+            move |_| async move {
+                if ran.fetch_add(1, Relaxed) + 1 == total {
+                    shared.begin_shutdown();
+                }
+            },
+            |_| {},
+        );
     handle.detach();
     runnable
 }
@@ -803,6 +807,12 @@ impl WakerLog {
     }
 }
 
+/// A task header for a list entry. Leaked: entries only need an address that stays valid, and
+/// snapshots (which would read it) are not part of these models.
+fn header() -> NonNull<TaskHeader> {
+    NonNull::from(Box::leak(Box::new(TaskHeader::new())))
+}
+
 /// A task's waker as the task list sees it: counts its wakes and its drop.
 struct Probe(std::sync::Arc<WakerLog>);
 
@@ -841,7 +851,7 @@ fn loom_tasks_insert_races_close() {
             let (tasks, log) = (tasks.clone(), log.clone());
             thread::spawn(move || {
                 tasks.insert(0, Box::new(7usize), |key, value| {
-                    (Probe::waker(&log), (key, value))
+                    (Some(Probe::waker(&log)), header(), (key, value))
                 })
             })
         };
@@ -863,9 +873,13 @@ fn loom_tasks_insert_races_close() {
             }
         }
         // Closed for good: the value comes back and `make` is not called.
-        let after = tasks.insert(0, 9usize, |_, _| -> (Waker, ()) {
-            unreachable!("make called after close")
-        });
+        let after = tasks.insert(
+            0,
+            9usize,
+            |_, _| -> (Option<Waker>, NonNull<TaskHeader>, ()) {
+                unreachable!("make called after close")
+            },
+        );
         assert!(matches!(after, Err(9)));
     });
 }
@@ -876,7 +890,7 @@ fn loom_tasks_remove_races_close() {
         let tasks = Arc::new(TaskList::new(1));
         let log = std::sync::Arc::new(WakerLog::default());
         let key = tasks
-            .insert(0, (), |key, ()| (Probe::waker(&log), key))
+            .insert(0, (), |key, ()| (Some(Probe::waker(&log)), header(), key))
             .unwrap_or_else(|()| unreachable!());
         let remover = {
             let tasks = tasks.clone();
@@ -905,7 +919,7 @@ fn loom_tasks_insert_remove_close() {
         let log = std::sync::Arc::new(WakerLog::default());
         // Same shard for both, so the insert may reuse the slot the remove frees.
         let key = tasks
-            .insert(0, (), |key, ()| (Probe::waker(&log), key))
+            .insert(0, (), |key, ()| (Some(Probe::waker(&log)), header(), key))
             .unwrap_or_else(|()| unreachable!());
         let remover = {
             let tasks = tasks.clone();
@@ -913,7 +927,9 @@ fn loom_tasks_insert_remove_close() {
         };
         let inserter = {
             let (tasks, log) = (tasks.clone(), log.clone());
-            thread::spawn(move || tasks.insert(0, (), |key, ()| (Probe::waker(&log), key)))
+            thread::spawn(move || {
+                tasks.insert(0, (), |key, ()| (Some(Probe::waker(&log)), header(), key))
+            })
         };
         let closed = tasks.close();
         let closed_len = closed.len();
@@ -939,7 +955,7 @@ fn loom_tasks_live_count_after_close() {
         let tasks = Arc::new(TaskList::new(1));
         let log = std::sync::Arc::new(WakerLog::default());
         let key = tasks
-            .insert(0, (), |key, ()| (Probe::waker(&log), key))
+            .insert(0, (), |key, ()| (Some(Probe::waker(&log)), header(), key))
             .unwrap_or_else(|()| unreachable!());
         let remover = {
             let tasks = tasks.clone();

@@ -32,7 +32,25 @@ pub(crate) use shared::Shared;
 use std::future::Future;
 use std::sync::Arc;
 
-pub(crate) use worker::current_shared;
+pub(crate) use tasks::{TaskKey, TaskList};
+pub(crate) use worker::{current_shared, shard_hint};
+
+use std::sync::{Mutex, Weak};
+
+/// Every pool alive, for task snapshots (dead ones are pruned as they are found).
+static POOLS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
+
+/// Runs `f` on the task list of every live pool.
+pub(crate) fn for_each_pool_task_list(mut f: impl FnMut(&TaskList)) {
+    let pools: Vec<Arc<Shared>> = {
+        let mut pools = POOLS.lock().unwrap();
+        pools.retain(|p| p.strong_count() > 0);
+        pools.iter().filter_map(Weak::upgrade).collect()
+    };
+    for pool in pools {
+        f(&pool.tasks);
+    }
+}
 
 /// A multi-threaded, work-stealing executor in the style of Go's scheduler.
 ///
@@ -109,6 +127,11 @@ impl ThreadPool {
             config.blocking_keep_alive,
         );
         let shared = Arc::new(Shared::new(remotes.into_boxed_slice(), blocking));
+        {
+            let mut pools = POOLS.lock().unwrap();
+            pools.retain(|p| p.strong_count() > 0);
+            pools.push(Arc::downgrade(&shared));
+        }
         let mut pool = ThreadPool {
             shared: shared.clone(),
             threads: Vec::with_capacity(workers),

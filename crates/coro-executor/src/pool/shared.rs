@@ -4,19 +4,18 @@ use super::idle::Idle;
 use super::metrics::WorkerCounters;
 use super::park::Parker;
 use super::queue;
-use super::tasks::{TaskKey, TaskList};
+use super::tasks::TaskList;
 use super::worker;
 use crate::blocking::BlockingPool;
 use crate::executor::Runnable;
-use crate::join::{CatchUnwind, JoinHandle};
+use crate::join::JoinHandle;
 use crate::loom::sync::atomic::{AtomicBool, AtomicPtr, Ordering::*};
+use crate::task;
 use async_task::{ScheduleInfo, WithInfo};
 use concurrent_queue::ConcurrentQueue;
 use std::future::Future;
-use std::pin::Pin;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 /// What other threads may touch of one worker.
 pub(crate) struct Remote {
@@ -105,19 +104,15 @@ impl Shared {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let hint = worker::shard_hint();
-        let spawned = self.tasks.insert(hint, fut, |key, fut| {
-            let future = Tracked {
-                future: CatchUnwind::new(fut),
-                _entry: Entry {
-                    shared: self.clone(),
-                    key,
-                },
-            };
+        let spawned = self.tasks.insert(worker::shard_hint(), fut, |key, fut| {
             let shared = self.clone();
-            let schedule = move |runnable, info: ScheduleInfo| shared.schedule(runnable, info);
-            let (runnable, task) = async_task::spawn(future, WithInfo(schedule));
-            (runnable.waker(), (runnable, task))
+            let schedule = move |runnable: Runnable, info: ScheduleInfo| {
+                runnable.metadata().mark_scheduled();
+                shared.schedule(runnable, info);
+            };
+            let (runnable, task) = task::build(&self.tasks, key, fut, WithInfo(schedule));
+            let header = std::ptr::NonNull::from(runnable.metadata());
+            (Some(runnable.waker()), header, (runnable, task))
         });
         match spawned {
             Ok((runnable, task)) => {
@@ -126,7 +121,7 @@ impl Shared {
             }
             Err(fut) => {
                 // Shut down: the task is dropped unrun and its handle resolves Cancelled.
-                let (runnable, task) = async_task::spawn(CatchUnwind::new(fut), |_| {});
+                let (runnable, task) = task::build_unlisted(fut, |_| {});
                 drop(runnable);
                 JoinHandle::new(task)
             }
@@ -197,33 +192,5 @@ impl Shared {
             waker.wake();
         }
         self.blocking.shutdown();
-    }
-}
-
-/// A spawned future plus its entry in the pool's task list, removed when the future is dropped
-/// (completed or cancelled), whichever thread drops it.
-struct Tracked<F> {
-    future: F,
-    _entry: Entry,
-}
-
-struct Entry {
-    shared: Arc<Shared>,
-    key: TaskKey,
-}
-
-impl Drop for Entry {
-    fn drop(&mut self) {
-        self.shared.tasks.remove(self.key);
-    }
-}
-
-impl<F: Future> Future for Tracked<F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        // SAFETY: `future` is structurally pinned: `Tracked` never moves it out and has no Drop
-        // impl of its own (only `_entry`, which is not pinned, has one).
-        unsafe { self.map_unchecked_mut(|t| &mut t.future) }.poll(cx)
     }
 }

@@ -202,7 +202,9 @@ impl Worker {
         let task = inject.pop().ok()?;
         let counters = &self.remote().counters;
         let share = inject.len() / self.shared.remotes.len() + 1;
-        let batch = share.min(core.local.free_slots() / 2).min(queue::CAPACITY / 2);
+        let batch = share
+            .min(core.local.free_slots() / 2)
+            .min(queue::CAPACITY / 2);
         let mut moved = 0;
         while moved < batch {
             let Ok(extra) = inject.pop() else { break };

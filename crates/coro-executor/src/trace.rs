@@ -1,0 +1,466 @@
+//! Task introspection: ids, states and published async stacks of live tasks, for task dumps.
+//!
+//! Every task spawned through an [`ExecutorHandle`](crate::ExecutorHandle) carries a small
+//! header (id, the id of the task that spawned it, its state) and is listed where
+//! [`snapshot_tasks`] can find it. A layer above (coro's `Task`) embeds a [`TraceCell`] in the
+//! task's future and [`attach`]es it, then publishes the task's stack of frames into it when
+//! the task suspends. Snapshots copy that under short locks that are never held while a task
+//! runs, so they work at any time, from any thread, without stopping anything.
+
+use crate::loom::sync::Mutex;
+use std::borrow::Cow;
+use std::cell::Cell;
+use std::fmt;
+use std::panic::Location;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, Ordering::*};
+
+/// One frame of an async stack: a name and the source location it stands for.
+///
+/// ```
+/// use coro_executor::trace::Frame;
+///
+/// let frame = Frame::new("load_user", std::panic::Location::caller());
+/// assert_eq!(frame.name(), "load_user");
+/// assert!(frame.to_string().starts_with("load_user ("));
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct Frame {
+    name: Cow<'static, str>,
+    location: &'static Location<'static>,
+}
+
+impl Frame {
+    /// A frame named `name` at `location`.
+    ///
+    /// ```
+    /// let frame = coro_executor::trace::Frame::new(String::from("dynamic"), std::panic::Location::caller());
+    /// assert_eq!(frame.name(), "dynamic");
+    /// ```
+    pub fn new(name: impl Into<Cow<'static, str>>, location: &'static Location<'static>) -> Self {
+        Frame {
+            name: name.into(),
+            location,
+        }
+    }
+
+    /// The frame's name (for a task: set with `Task::named`, or the type of its future).
+    ///
+    /// ```
+    /// let frame = coro_executor::trace::Frame::new("f", std::panic::Location::caller());
+    /// assert_eq!(frame.name(), "f");
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Where the frame's task was created.
+    ///
+    /// ```
+    /// let here = std::panic::Location::caller();
+    /// assert_eq!(coro_executor::trace::Frame::new("f", here).location(), here);
+    /// ```
+    pub fn location(&self) -> &'static Location<'static> {
+        self.location
+    }
+
+    /// Renames the frame.
+    ///
+    /// ```
+    /// let mut frame = coro_executor::trace::Frame::new("a", std::panic::Location::caller());
+    /// frame.set_name("b");
+    /// assert_eq!(frame.name(), "b");
+    /// ```
+    pub fn set_name(&mut self, name: impl Into<Cow<'static, str>>) {
+        self.name = name.into();
+    }
+}
+
+impl fmt::Display for Frame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({}:{})",
+            self.name,
+            self.location.file(),
+            self.location.line()
+        )
+    }
+}
+
+impl fmt::Debug for Frame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Where a task is in its life.
+///
+/// ```
+/// use coro_executor::trace::TaskState;
+/// assert_eq!(TaskState::Suspended.to_string(), "suspended");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TaskState {
+    /// Being polled on some thread right now.
+    Running,
+    /// Woken and queued on its executor, waiting for a thread.
+    Scheduled,
+    /// Waiting for a wake-up.
+    Suspended,
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TaskState::Running => "running",
+            TaskState::Scheduled => "scheduled",
+            TaskState::Suspended => "suspended",
+        })
+    }
+}
+
+const RUNNING: u8 = 0;
+const SCHEDULED: u8 = 1;
+const SUSPENDED: u8 = 2;
+
+/// What the executor keeps about each task inside the task's allocation (async-task's
+/// metadata): its id, the id of the task that spawned it, its state, and the trace cell attached
+/// by a layer above. Reached through [`Runnable::metadata`](async_task::Runnable::metadata).
+///
+/// ```
+/// let ex = coro_executor::ManualExecutor::new();
+/// let join = ex.handle().spawn(async {});
+/// assert_eq!(ex.pending(), 1);
+/// ex.run_until_idle();
+/// # drop(join);
+/// ```
+pub struct TaskHeader {
+    id: u64,
+    trace: AtomicPtr<TraceCell>,
+    state: AtomicU8,
+}
+
+impl TaskHeader {
+    /// A header for a new task.
+    pub(crate) fn new() -> TaskHeader {
+        TaskHeader {
+            id: next_id(),
+            trace: AtomicPtr::new(ptr::null_mut()),
+            state: AtomicU8::new(SCHEDULED),
+        }
+    }
+
+    pub(crate) fn mark_scheduled(&self) {
+        self.state.store(SCHEDULED, Relaxed);
+    }
+
+    /// The task's id.
+    ///
+    /// ```
+    /// # let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// # drop(pool);
+    /// ```
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The task's state right now.
+    ///
+    /// ```
+    /// # let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// # drop(pool);
+    /// ```
+    pub fn state(&self) -> TaskState {
+        match self.state.load(Relaxed) {
+            RUNNING => TaskState::Running,
+            SCHEDULED => TaskState::Scheduled,
+            _ => TaskState::Suspended,
+        }
+    }
+
+    /// Copies what a dump shows of this task.
+    ///
+    /// # Safety
+    /// The caller holds the lock of the task-list shard listing this task, so the task's future
+    /// (which owns the attached `TraceCell`) is not being dropped: the entry is removed, under
+    /// that lock, before the future's fields are.
+    pub(crate) unsafe fn snapshot(&self) -> TaskSnapshot {
+        let cell = self.trace.load(Acquire);
+        // SAFETY: a non-null `trace` points into this task's future, alive per the contract above.
+        let (name, parent, frames) = match unsafe { cell.as_ref() } {
+            Some(cell) => {
+                let frames = cell.frames.lock().unwrap().clone();
+                (Some(cell.root.name.clone()), cell.parent, frames)
+            }
+            None => (None, None, Vec::new()),
+        };
+        TaskSnapshot {
+            id: self.id,
+            parent,
+            state: self.state(),
+            name,
+            frames,
+        }
+    }
+}
+
+impl fmt::Debug for TaskHeader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskHeader")
+            .field("id", &self.id)
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+/// Ids are handed out in blocks per thread so that spawning on many threads at once does not
+/// contend on one counter.
+fn next_id() -> u64 {
+    const BLOCK: u64 = 1024;
+    static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static RANGE: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    }
+    RANGE.with(|r| {
+        let (mut next, mut end) = r.get();
+        if next == end {
+            next = NEXT_BLOCK.fetch_add(BLOCK, Relaxed);
+            end = next + BLOCK;
+        }
+        r.set((next + 1, end));
+        next
+    })
+}
+
+/// The trace storage a layer above embeds in a task's future and [`attach`]es: the task's root
+/// frame and its most recently published stack.
+///
+/// ```
+/// use coro_executor::trace::{Frame, TraceCell};
+///
+/// let cell = TraceCell::new(Frame::new("root", std::panic::Location::caller()));
+/// assert_eq!(cell.root().name(), "root");
+/// ```
+pub struct TraceCell {
+    root: Frame,
+    parent: Option<u64>,
+    frames: Mutex<Vec<Frame>>,
+    fingerprint: AtomicU64,
+}
+
+impl TraceCell {
+    /// A cell for a task whose outermost frame is `root`, spawned by the task running on this
+    /// thread (if any), which becomes its parent in snapshots.
+    ///
+    /// ```
+    /// let cell = coro_executor::trace::TraceCell::new(
+    ///     coro_executor::trace::Frame::new("t", std::panic::Location::caller()),
+    /// );
+    /// # drop(cell);
+    /// ```
+    pub fn new(root: Frame) -> Self {
+        TraceCell {
+            root,
+            parent: current_task_id(),
+            frames: Mutex::new(Vec::new()),
+            fingerprint: AtomicU64::new(0),
+        }
+    }
+
+    /// The task's outermost frame.
+    ///
+    /// ```
+    /// let cell = coro_executor::trace::TraceCell::new(
+    ///     coro_executor::trace::Frame::new("t", std::panic::Location::caller()),
+    /// );
+    /// assert_eq!(cell.root().name(), "t");
+    /// ```
+    pub fn root(&self) -> &Frame {
+        &self.root
+    }
+
+    /// Publishes the task's current stack (innermost frame first) unless `fingerprint` says it
+    /// is the one already published; `frames` is only called when it is not.
+    ///
+    /// ```
+    /// use coro_executor::trace::{Frame, TraceCell};
+    ///
+    /// let cell = TraceCell::new(Frame::new("t", std::panic::Location::caller()));
+    /// cell.publish(1, || vec![Frame::new("inner", std::panic::Location::caller())]);
+    /// cell.publish(1, || unreachable!("same fingerprint: nothing to do"));
+    /// ```
+    pub fn publish(&self, fingerprint: u64, frames: impl FnOnce() -> Vec<Frame>) {
+        if self.fingerprint.load(Relaxed) == fingerprint {
+            return;
+        }
+        let frames = frames();
+        *self.frames.lock().unwrap() = frames;
+        self.fingerprint.store(fingerprint, Relaxed);
+    }
+}
+
+impl fmt::Debug for TraceCell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TraceCell")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+thread_local! {
+    /// The header of the task being polled on this thread.
+    static CURRENT: Cell<*const TaskHeader> = const { Cell::new(ptr::null()) };
+}
+
+/// Marks `header`'s task running on this thread until the guard drops, which marks it suspended
+/// (a wake-up during the poll makes async-task schedule it right after, which marks it
+/// scheduled again).
+pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
+    header.state.store(RUNNING, Relaxed);
+    let prev = CURRENT.with(|c| c.replace(header));
+    Running { header, prev }
+}
+
+pub(crate) struct Running<'a> {
+    header: &'a TaskHeader,
+    prev: *const TaskHeader,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.header.state.store(SUSPENDED, Relaxed);
+        CURRENT.with(|c| c.set(self.prev));
+    }
+}
+
+/// The id of the task being polled on this thread, if any.
+///
+/// ```
+/// assert_eq!(coro_executor::trace::current_task_id(), None);
+/// let pool = coro_executor::ThreadPool::new(1).unwrap();
+/// let id = futures::executor::block_on(pool.spawn(async { coro_executor::trace::current_task_id() }));
+/// assert!(id.unwrap().is_some());
+/// ```
+pub fn current_task_id() -> Option<u64> {
+    CURRENT.with(|c| {
+        // SAFETY: `CURRENT` points at the header of the task whose poll is on this thread's
+        // stack (set by `enter`, restored when that poll returns), which outlives the poll.
+        unsafe { c.get().as_ref() }.map(|h| h.id)
+    })
+}
+
+/// Attaches `cell` to the task being polled on this thread, for [`snapshot_tasks`] to read.
+/// Returns false outside a task spawned through an [`ExecutorHandle`](crate::ExecutorHandle).
+///
+/// The cell must live inside that task's future: it is read until the future is dropped.
+///
+/// ```
+/// use coro_executor::trace::{Frame, TraceCell, attach};
+///
+/// let cell = TraceCell::new(Frame::new("x", std::panic::Location::caller()));
+/// assert!(!attach(&cell)); // not inside a task
+/// ```
+pub fn attach(cell: &TraceCell) -> bool {
+    CURRENT.with(|c| {
+        // SAFETY: as in `current_task_id`.
+        match unsafe { c.get().as_ref() } {
+            Some(header) => {
+                header.trace.store(ptr::from_ref(cell).cast_mut(), Release);
+                true
+            }
+            None => false,
+        }
+    })
+}
+
+/// A copy of what is known about one live task; from [`snapshot_tasks`].
+///
+/// ```
+/// for task in coro_executor::trace::snapshot_tasks() {
+///     println!("{} {} {}", task.id(), task.name(), task.state());
+/// }
+/// ```
+#[derive(Clone, Debug)]
+pub struct TaskSnapshot {
+    id: u64,
+    parent: Option<u64>,
+    state: TaskState,
+    name: Option<Cow<'static, str>>,
+    frames: Vec<Frame>,
+}
+
+impl TaskSnapshot {
+    /// The task's id, unique for the life of the process.
+    ///
+    /// ```
+    /// let ids: Vec<u64> = coro_executor::trace::snapshot_tasks().iter().map(|t| t.id()).collect();
+    /// # drop(ids);
+    /// ```
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The id of the task that spawned this one, if it was spawned from inside a task and
+    /// carries a trace cell.
+    ///
+    /// ```
+    /// let parents: Vec<Option<u64>> = coro_executor::trace::snapshot_tasks().iter().map(|t| t.parent_id()).collect();
+    /// # drop(parents);
+    /// ```
+    pub fn parent_id(&self) -> Option<u64> {
+        self.parent
+    }
+
+    /// Running, scheduled or suspended.
+    ///
+    /// ```
+    /// let states: Vec<_> = coro_executor::trace::snapshot_tasks().iter().map(|t| t.state()).collect();
+    /// # drop(states);
+    /// ```
+    pub fn state(&self) -> TaskState {
+        self.state
+    }
+
+    /// The task's name: its root frame's, or `<not started>` for a task never polled yet, or
+    /// `<untraced>` for a future spawned without a trace cell.
+    ///
+    /// ```
+    /// let names: Vec<String> = coro_executor::trace::snapshot_tasks().iter().map(|t| t.name().to_owned()).collect();
+    /// # drop(names);
+    /// ```
+    pub fn name(&self) -> &str {
+        match &self.name {
+            Some(name) => name,
+            None if self.state == TaskState::Scheduled && self.frames.is_empty() => "<not started>",
+            None => "<untraced>",
+        }
+    }
+
+    /// The stack where the task last suspended, innermost frame first (empty if it never did).
+    ///
+    /// ```
+    /// let depth: usize = coro_executor::trace::snapshot_tasks().iter().map(|t| t.frames().len()).sum();
+    /// # drop(depth);
+    /// ```
+    pub fn frames(&self) -> &[Frame] {
+        &self.frames
+    }
+}
+
+/// Every live task of every executor (pools, and any executor spawned on through an
+/// [`ExecutorHandle`](crate::ExecutorHandle)), at one moment.
+///
+/// ```
+/// let pool = coro_executor::ThreadPool::new(1).unwrap();
+/// let stuck = pool.spawn(std::future::pending::<()>());
+/// std::thread::sleep(std::time::Duration::from_millis(20));
+/// assert!(!coro_executor::trace::snapshot_tasks().is_empty());
+/// stuck.cancel();
+/// ```
+pub fn snapshot_tasks() -> Vec<TaskSnapshot> {
+    let mut out = Vec::new();
+    crate::pool::for_each_pool_task_list(|list| list.snapshot_into(&mut out));
+    crate::executor::other_tasks().snapshot_into(&mut out);
+    out
+}

@@ -1,0 +1,79 @@
+//! [`CancellationCallback`]: run code when a token is cancelled.
+
+use super::CancellationToken;
+use super::state::{CancelState, Key, Reaction};
+use std::fmt;
+use std::sync::Arc;
+
+/// Runs a closure once when its token is cancelled (folly's `CancellationCallback`).
+///
+/// The closure runs on the thread that requests cancellation, outside any internal lock, or at
+/// once inside [`new`](Self::new) if the token is already cancelled. Dropping the callback
+/// deregisters it; if the closure is running on another thread at that moment, the drop waits
+/// for it to return, so after the drop the closure is guaranteed not to be running. A closure
+/// may drop its own `CancellationCallback` without deadlocking.
+///
+/// ```
+/// use coro::cancel::{CancellationCallback, CancellationSource};
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+///
+/// let source = CancellationSource::new();
+/// let fired = Arc::new(AtomicBool::new(false));
+/// let flag = fired.clone();
+/// let _callback = CancellationCallback::new(&source.token(), move || flag.store(true, Ordering::SeqCst));
+/// source.request_cancellation();
+/// assert!(fired.load(Ordering::SeqCst));
+/// ```
+#[must_use = "dropping a CancellationCallback deregisters it at once"]
+pub struct CancellationCallback {
+    registration: Option<(Arc<CancelState>, Key)>,
+}
+
+impl CancellationCallback {
+    /// Registers `callback` on `token`, or runs it now if `token` is already cancelled. A
+    /// token that can never be cancelled never runs it.
+    ///
+    /// ```
+    /// use coro::cancel::{CancellationCallback, CancellationSource};
+    ///
+    /// let source = CancellationSource::new();
+    /// source.request_cancellation();
+    /// let mut ran = false;
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let _cb = CancellationCallback::new(&source.token(), move || tx.send(()).unwrap());
+    /// ran |= rx.try_recv().is_ok(); // ran inline, inside new
+    /// assert!(ran);
+    /// ```
+    pub fn new(token: &CancellationToken, callback: impl FnOnce() + Send + 'static) -> Self {
+        let Some(state) = &token.state else {
+            return CancellationCallback { registration: None };
+        };
+        match state.register(Reaction::Callback(Box::new(callback))) {
+            Ok(key) => CancellationCallback {
+                registration: Some((state.clone(), key)),
+            },
+            Err(Reaction::Callback(callback)) => {
+                callback();
+                CancellationCallback { registration: None }
+            }
+            Err(Reaction::Wake(_)) => unreachable!("registered a callback"),
+        }
+    }
+}
+
+impl Drop for CancellationCallback {
+    fn drop(&mut self) {
+        if let Some((state, key)) = self.registration.take() {
+            state.deregister(key);
+        }
+    }
+}
+
+impl fmt::Debug for CancellationCallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CancellationCallback")
+            .field("registered", &self.registration.is_some())
+            .finish()
+    }
+}

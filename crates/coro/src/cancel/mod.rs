@@ -1,0 +1,34 @@
+//! Cooperative cancellation (DESIGN §5): sources request it, tokens observe it, callbacks react.
+//!
+//! - `state`: the shared flag and reaction list, and the run-outside-the-lock protocol;
+//! - `token`: [`CancellationSource`], [`CancellationToken`] and `merge`;
+//! - `callback`: [`CancellationCallback`];
+//! - `wait`: the [`CancellationToken::cancelled`] future.
+
+mod callback;
+mod state;
+mod token;
+mod wait;
+
+pub use callback::CancellationCallback;
+pub use token::{CancellationSource, CancellationToken};
+pub use wait::WaitForCancellation;
+
+use std::fmt;
+
+/// The error of an operation stopped by cancellation.
+///
+/// ```
+/// let err = coro::cancel::Cancelled;
+/// assert_eq!(err.to_string(), "operation cancelled");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Cancelled;
+
+impl fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("operation cancelled")
+    }
+}
+
+impl std::error::Error for Cancelled {}

@@ -1,0 +1,85 @@
+//! What a running task can ask about itself: its executor, cancellation token, task-locals and
+//! async stack frame, kept in thread-locals for exactly the duration of each poll.
+//!
+//! A [`Context`] is immutable and cheap to clone (two optional `Arc`s, both `None` in the common
+//! case); a child task captures its awaiter's context when it first starts (folly's
+//! RequestContext), and a `scope` or `with_cancellation` makes a new one rather than mutating the
+//! shared one, so a child can never leak a change back into its parent.
+
+use crate::cancel::CancellationToken;
+use crate::local::Locals;
+use coro_executor::ExecutorHandle;
+use std::cell::Cell;
+use std::ptr;
+
+/// The inheritable part of a task's environment.
+#[derive(Clone, Default)]
+pub(crate) struct Context {
+    pub(crate) token: CancellationToken,
+    pub(crate) locals: Locals,
+}
+
+thread_local! {
+    /// The context of the code being polled on this thread, if inside a coro task.
+    static CONTEXT: Cell<*const Context> = const { Cell::new(ptr::null()) };
+    /// The executor the polled root task belongs to.
+    static EXECUTOR: Cell<*const ExecutorHandle> = const { Cell::new(ptr::null()) };
+}
+
+/// Runs `f` with the current context, if any.
+pub(crate) fn with_context<R>(f: impl FnOnce(Option<&Context>) -> R) -> R {
+    CONTEXT.with(|c| {
+        let ctx = c.get();
+        // SAFETY: `CONTEXT` is only ever set by `enter_context`, whose guard restores the previous
+        // value before the pointed-to `Context` (owned by the future being polled, which is pinned
+        // or otherwise outlives that poll) can be dropped or moved.
+        f(unsafe { ctx.as_ref() })
+    })
+}
+
+/// A clone of the current context, or the default one outside any task.
+pub(crate) fn current_context() -> Context {
+    with_context(|c| c.cloned().unwrap_or_default())
+}
+
+/// Makes `ctx` current until the guard drops (also on unwind).
+pub(crate) fn enter_context(ctx: &Context) -> ContextGuard {
+    let prev = CONTEXT.with(|c| c.replace(ctx));
+    ContextGuard { prev }
+}
+
+pub(crate) struct ContextGuard {
+    prev: *const Context,
+}
+
+impl Drop for ContextGuard {
+    fn drop(&mut self) {
+        CONTEXT.with(|c| c.set(self.prev));
+    }
+}
+
+/// The executor of the current task: the root task's, or else the pool whose worker this is.
+pub(crate) fn current_executor() -> Option<ExecutorHandle> {
+    let root = EXECUTOR.with(|e| {
+        // SAFETY: as for `CONTEXT`: set only by `enter_executor`, restored before the handle it
+        // points to (owned by the root task being polled) can go away.
+        unsafe { e.get().as_ref() }.cloned()
+    });
+    root.or_else(ExecutorHandle::current_pool)
+}
+
+/// Makes `executor` the current executor until the guard drops.
+pub(crate) fn enter_executor(executor: &ExecutorHandle) -> ExecutorGuard {
+    let prev = EXECUTOR.with(|e| e.replace(executor));
+    ExecutorGuard { prev }
+}
+
+pub(crate) struct ExecutorGuard {
+    prev: *const ExecutorHandle,
+}
+
+impl Drop for ExecutorGuard {
+    fn drop(&mut self) {
+        EXECUTOR.with(|e| e.set(self.prev));
+    }
+}

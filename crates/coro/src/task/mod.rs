@@ -1,0 +1,22 @@
+//! Tasks (DESIGN §3).
+//!
+//! - `task`: [`Task`], lazy and run inline by its awaiter, and `Framed`, its body;
+//! - `with_executor`: [`TaskWithExecutor`], a task bound to an executor (two hops);
+//! - `root`: what a task runs as when spawned on an executor;
+//! - `spawn`: `spawn`, `spawn_blocking`, `yield_now`, `current_executor`,
+//!   `current_cancellation_token`;
+//! - `block_wait`: waiting from synchronous code;
+//! - `context`: the thread-local view of the running task (executor, token, locals).
+
+mod block_wait;
+pub(crate) mod context;
+mod root;
+mod spawn;
+#[allow(clippy::module_inception)]
+mod task;
+mod with_executor;
+
+pub use block_wait::block_wait;
+pub use spawn::{current_cancellation_token, current_executor, spawn, spawn_blocking, yield_now};
+pub use task::Task;
+pub use with_executor::TaskWithExecutor;

@@ -1,0 +1,96 @@
+//! The future a spawned task runs as on its executor: the task's body plus its executor, made
+//! current for every poll so that code inside can find it (`current_executor`, `spawn`).
+
+use super::context::enter_executor;
+use super::task::Framed;
+use crate::trace::frame::{Frame, current_fingerprint, walk_current};
+use coro_executor::trace::{TraceCell, attach};
+use coro_executor::{ExecutorHandle, JoinHandle};
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::ptr;
+use std::task::{Context, Poll};
+
+/// The future a spawned task runs as: its body, its executor, and where its async stack is
+/// published for task dumps.
+pub(crate) struct Root<F> {
+    executor: ExecutorHandle,
+    trace: TraceCell,
+    attached: bool,
+    body: F,
+}
+
+thread_local! {
+    /// The trace cell of the root being polled here, until the innermost suspending frame has
+    /// published its stack for this poll (then null).
+    static PUBLISH_TO: Cell<*const TraceCell> = const { Cell::new(ptr::null()) };
+}
+
+impl<F: Future> Future for Root<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: `body` is structurally pinned (never moved out; `Root` has no Drop impl);
+        // `trace` never moves either (the executor reads it through a pointer until the future
+        // is dropped); the other fields are plain data.
+        let this = unsafe { self.get_unchecked_mut() };
+        if !this.attached {
+            this.attached = attach(&this.trace);
+        }
+        let _executor = enter_executor(&this.executor);
+        let previous = PUBLISH_TO.with(|p| p.replace(&this.trace));
+        // SAFETY: as above.
+        let poll = unsafe { Pin::new_unchecked(&mut this.body) }.poll(cx);
+        PUBLISH_TO.with(|p| p.set(previous));
+        poll
+    }
+}
+
+/// Called by a task frame that is about to return `Pending`, while it is still the innermost
+/// frame: the first such frame in a root's poll is the innermost suspension point, so it
+/// publishes the stack from there (skipped when the chain is the one already published).
+pub(crate) fn publish_suspension() {
+    let cell = PUBLISH_TO.with(|p| p.replace(ptr::null()));
+    // SAFETY: `PUBLISH_TO` points at the `TraceCell` of the root being polled further up this
+    // thread's stack (set and restored around that poll), which is alive and pinned.
+    if let Some(cell) = unsafe { cell.as_ref() } {
+        cell.publish(current_fingerprint(), || {
+            let mut frames = Vec::new();
+            walk_current(|f| frames.push(f.clone()));
+            frames
+        });
+    }
+}
+
+/// Spawns `body` (a `Task` or a [`Framed`] future whose context is already captured) as a root
+/// task of `executor`; `frame` is its outermost frame, named in task dumps.
+pub(crate) fn spawn_root<F>(
+    executor: ExecutorHandle,
+    frame: Frame,
+    body: F,
+) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let trace = TraceCell::new(frame);
+    executor.clone().spawn(Root {
+        executor,
+        trace,
+        attached: false,
+        body,
+    })
+}
+
+/// A framed future as a root body.
+pub(crate) struct FramedRoot<F>(pub(crate) Framed<F>);
+
+impl<F: Future> Future for FramedRoot<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: the single field is structurally pinned.
+        unsafe { self.map_unchecked_mut(|s| &mut s.0) }.poll_framed(cx)
+    }
+}

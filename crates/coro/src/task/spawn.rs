@@ -1,0 +1,104 @@
+//! The free functions of DESIGN §3: spawn, spawn_blocking, yield_now, current_executor,
+//! current_cancellation_token.
+
+use super::context::{self, with_context};
+use super::root::{FramedRoot, spawn_root};
+use super::task::{Framed, Task};
+use crate::cancel::CancellationToken;
+use coro_executor::{ExecutorHandle, JoinHandle};
+use std::any::Any;
+use std::borrow::Cow;
+use std::future::Future;
+use std::panic::Location;
+
+/// Spawns `fut` as a new task on the current executor (the pool whose worker this is, the
+/// thread driving a [`block_wait`](crate::block_wait), the executor of the running task), or on
+/// the default pool outside any. The task inherits the caller's cancellation token and
+/// task-locals, and is named after its future's type in traces.
+///
+/// ```
+/// let handle = coro::spawn(async { 40 + 2 });
+/// assert_eq!(coro::block_wait(handle).unwrap(), 42);
+/// ```
+#[track_caller]
+pub fn spawn<F>(fut: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let executor = current_executor().unwrap_or_else(|| coro_executor::default_pool().handle());
+    // A `Task` already has its frame: spawn it as the root itself rather than wrapping it in a
+    // second frame named after its type. (`Any` stands in for specialisation; the type test
+    // folds away at compile time.)
+    let mut slot = Some(fut);
+    if let Some(task) = (&mut slot as &mut dyn Any).downcast_mut::<Option<Task<F::Output>>>() {
+        let mut task = task.take().expect("just filled");
+        task.capture_context();
+        let frame = task.frame().clone();
+        return spawn_root(executor, frame, task);
+    }
+    let fut = slot.take().expect("not taken above");
+    let mut body = Framed::new(
+        fut,
+        Cow::Borrowed(std::any::type_name::<F>()),
+        Location::caller(),
+    );
+    body.capture_context();
+    let frame = body.frame().clone();
+    spawn_root(executor, frame, FramedRoot(body))
+}
+
+/// Runs blocking `f` on the blocking threads of the current pool (or of the default pool), so
+/// that it does not hold up a worker.
+///
+/// ```
+/// let handle = coro::spawn_blocking(|| std::thread::current().name().unwrap().to_owned());
+/// assert!(coro::block_wait(handle).unwrap().contains("blocking"));
+/// ```
+pub fn spawn_blocking<F, R>(f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    coro_executor::spawn_blocking(f)
+}
+
+/// Lets other tasks run: the current task goes to the back of its executor's queue and resumes
+/// after them (folly's `co_reschedule_on_current_executor`).
+///
+/// ```
+/// coro::block_wait(async {
+///     coro::yield_now().await;
+/// });
+/// ```
+pub async fn yield_now() {
+    coro_executor::yield_now().await
+}
+
+/// The executor the current task runs on (folly's `co_current_executor`): `None` outside tasks
+/// and executors.
+///
+/// ```
+/// assert!(coro::current_executor().is_none());
+/// let pool = coro::ThreadPool::new(1).unwrap();
+/// let seen = coro::block_wait(coro::Task::new(async { coro::current_executor() }).schedule_on(&pool));
+/// assert_eq!(seen, Some(pool.handle()));
+/// ```
+pub fn current_executor() -> Option<ExecutorHandle> {
+    context::current_executor()
+}
+
+/// The cancellation token of the current task (folly's `co_current_cancellation_token`):
+/// [`CancellationToken::none`] outside tasks or when none was set.
+///
+/// ```
+/// use coro::cancel::CancellationSource;
+///
+/// let source = CancellationSource::new();
+/// let task = coro::Task::new(async { coro::current_cancellation_token() })
+///     .with_cancellation(source.token());
+/// assert_eq!(coro::block_wait(task), source.token());
+/// ```
+pub fn current_cancellation_token() -> CancellationToken {
+    with_context(|ctx| ctx.map(|c| c.token.clone()).unwrap_or_default())
+}

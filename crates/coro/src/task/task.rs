@@ -1,0 +1,243 @@
+//! [`Task`]: a lazy, named unit of async work that runs inline in its awaiter.
+
+use super::context::{Context, current_context, enter_context};
+use super::with_executor::TaskWithExecutor;
+use crate::cancel::CancellationToken;
+use crate::trace::frame::{Frame, FrameNode};
+use coro_executor::ExecutorHandle;
+use std::borrow::Cow;
+use std::fmt;
+use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::panic::Location;
+use std::pin::Pin;
+use std::task::{Context as TaskCx, Poll};
+
+/// Below this much free stack, polling or dropping a task continues on a fresh stack segment.
+const RED_ZONE: usize = 64 * 1024;
+/// Size of each extra segment.
+const SEGMENT: usize = 1024 * 1024;
+
+/// A lazy unit of async work (folly's `Task<T>`).
+///
+/// Creating a task runs nothing. Awaiting it runs it *inline*, in the awaiter's poll, on the
+/// awaiter's executor: no queueing, no hop. It then inherits the awaiter's cancellation token
+/// (unless [`with_cancellation`](Self::with_cancellation) gave it one) and task-locals, and its
+/// frame (name and creation site) is linked under the awaiter's for
+/// [`trace::current_stack`](crate::trace::current_stack) and
+/// [`trace::dump_all`](crate::trace::dump_all). To run it elsewhere, or now, use
+/// [`schedule_on`](Self::schedule_on).
+///
+/// Deep chains are fine: polling and dropping switch to a fresh stack segment when the current
+/// one runs low, so 100,000 nested tasks need no special care.
+///
+/// ```
+/// use coro::Task;
+///
+/// fn add(a: u32, b: u32) -> Task<u32> {
+///     Task::new(async move { a + b }).named("add")
+/// }
+///
+/// let total = futures::executor::block_on(Task::new(async {
+///     add(1, 2).await + add(3, 4).await
+/// }));
+/// assert_eq!(total, 10);
+/// ```
+#[must_use = "a Task does nothing until it is awaited or started"]
+pub struct Task<T> {
+    /// Dropped by hand in `Drop`, on a fresh stack segment if needed.
+    inner: ManuallyDrop<Pin<Box<Framed<dyn Future<Output = T> + Send>>>>,
+}
+
+/// A future with a frame and the context it inherits: the body of every `Task` (boxed) and of
+/// every spawned root task (inline in the executor's allocation).
+pub(crate) struct Framed<F: ?Sized> {
+    frame: FrameNode,
+    /// Set by `with_cancellation`; replaces the inherited token when the task starts.
+    token: Option<CancellationToken>,
+    /// Captured when the task starts (first polled, started or spawned).
+    ctx: Option<Context>,
+    finished: bool,
+    future: F,
+}
+
+impl<T: Send + 'static> Task<T> {
+    /// Wraps `fut` in a task named after the future's type, created here.
+    ///
+    /// ```
+    /// let task = coro::Task::new(async { 1 });
+    /// assert_eq!(futures::executor::block_on(task), 1);
+    /// ```
+    #[track_caller]
+    pub fn new<F>(fut: F) -> Task<T>
+    where
+        F: Future<Output = T> + Send + 'static,
+    {
+        Self::with_frame(
+            fut,
+            Cow::Borrowed(std::any::type_name::<F>()),
+            Location::caller(),
+        )
+    }
+
+    pub(crate) fn with_frame<F>(
+        fut: F,
+        name: Cow<'static, str>,
+        location: &'static Location<'static>,
+    ) -> Task<T>
+    where
+        F: Future<Output = T> + Send + 'static,
+    {
+        let inner: Pin<Box<Framed<F>>> = Box::pin(Framed::new(fut, name, location));
+        Task {
+            inner: ManuallyDrop::new(inner),
+        }
+    }
+
+    /// Names the task in async stack traces and task dumps.
+    ///
+    /// ```
+    /// let name = futures::executor::block_on(coro::Task::new(async {
+    ///     coro::trace::current_stack().frames()[0].name().to_owned()
+    /// }).named("load_profile"));
+    /// assert_eq!(name, "load_profile");
+    /// ```
+    pub fn named(mut self, name: impl Into<Cow<'static, str>>) -> Task<T> {
+        self.inner_mut().frame.frame.set_name(name.into());
+        self
+    }
+
+    /// Gives the task its own cancellation token instead of inheriting its awaiter's. The first
+    /// token set wins: a later `with_cancellation` is ignored, and the awaiter's token is not
+    /// merged in (merge explicitly with [`CancellationToken::merge`] if both should count).
+    ///
+    /// ```
+    /// use coro::cancel::CancellationSource;
+    ///
+    /// let source = CancellationSource::new();
+    /// source.request_cancellation();
+    /// let task = coro::Task::new(async { coro::current_cancellation_token().is_cancellation_requested() });
+    /// assert!(futures::executor::block_on(task.with_cancellation(source.token())));
+    /// ```
+    pub fn with_cancellation(mut self, token: CancellationToken) -> Task<T> {
+        let inner = self.inner_mut();
+        if inner.token.is_none() && inner.ctx.is_none() {
+            inner.token = Some(token);
+        }
+        self
+    }
+
+    /// Binds the task to `executor`: awaiting the result runs the task there and resumes the
+    /// awaiter on its own executor; [`TaskWithExecutor::start`] runs it eagerly.
+    ///
+    /// ```
+    /// let pool = coro::ThreadPool::new(1).unwrap();
+    /// let on_pool = coro::Task::new(async { std::thread::current().name().map(str::to_owned) })
+    ///     .schedule_on(&pool);
+    /// let name = futures::executor::block_on(on_pool);
+    /// assert_eq!(name.as_deref(), Some("coro-worker-0"));
+    /// ```
+    pub fn schedule_on(self, executor: impl Into<ExecutorHandle>) -> TaskWithExecutor<T> {
+        TaskWithExecutor::new(self, executor.into())
+    }
+}
+
+impl<T> Task<T> {
+    fn inner_mut(&mut self) -> &mut Framed<dyn Future<Output = T> + Send> {
+        // SAFETY: only the unpinned fields (frame, token, ctx, finished) are touched through this
+        // reference; `future` is only reached through `Framed::poll_framed`, which pins it again.
+        unsafe { self.inner.as_mut().get_unchecked_mut() }
+    }
+
+    /// The frame of this task (name and creation site).
+    pub(crate) fn frame(&self) -> &Frame {
+        self.inner.frame()
+    }
+
+    /// Captures the context the task starts with (see [`Framed::capture_context`]).
+    pub(crate) fn capture_context(&mut self) {
+        self.inner_mut().capture_context();
+    }
+}
+
+impl<F> Framed<F> {
+    pub(crate) fn new(
+        future: F,
+        name: Cow<'static, str>,
+        location: &'static Location<'static>,
+    ) -> Self {
+        Framed {
+            frame: FrameNode::new(Frame::new(name, location)),
+            token: None,
+            ctx: None,
+            finished: false,
+            future,
+        }
+    }
+}
+
+impl<F: ?Sized> Framed<F> {
+    /// The frame of this task (name and creation site).
+    pub(crate) fn frame(&self) -> &Frame {
+        &self.frame.frame
+    }
+}
+
+impl<F: Future + ?Sized> Framed<F> {
+    /// Captures the context the task starts with, if it has not started yet: the current one,
+    /// with the task's own token if it was given one.
+    pub(crate) fn capture_context(&mut self) {
+        if self.ctx.is_none() {
+            let mut ctx = current_context();
+            if let Some(token) = self.token.take() {
+                ctx.token = token;
+            }
+            self.ctx = Some(ctx);
+        }
+    }
+
+    /// Polls the future inside this frame and context.
+    pub(crate) fn poll_framed(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<F::Output> {
+        // SAFETY: `future` is structurally pinned: it is only ever reached through this pinned
+        // projection; the other fields are plain data, not pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        this.capture_context();
+        assert!(!this.finished, "a coro Task was polled after it completed");
+        let _ctx = enter_context(this.ctx.as_ref().expect("captured above"));
+        let _frame = this.frame.enter();
+        // SAFETY: see above; `this.future` does not move while `self` is pinned.
+        let future = unsafe { Pin::new_unchecked(&mut this.future) };
+        let poll = stacker::maybe_grow(RED_ZONE, SEGMENT, move || future.poll(cx));
+        if poll.is_ready() {
+            this.finished = true;
+        } else {
+            // Still the innermost frame here: if nothing deeper suspended, this is where the
+            // task waits.
+            super::root::publish_suspension();
+        }
+        poll
+    }
+}
+
+impl<T> Future for Task<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<T> {
+        self.inner.as_mut().poll_framed(cx)
+    }
+}
+
+impl<T> Drop for Task<T> {
+    fn drop(&mut self) {
+        // SAFETY: `inner` is taken exactly once, here, and never used afterwards.
+        let inner = unsafe { ManuallyDrop::take(&mut self.inner) };
+        // A deep chain of unfinished tasks drops recursively; give it room as polling does.
+        stacker::maybe_grow(RED_ZONE, SEGMENT, move || drop(inner));
+    }
+}
+
+impl<T> fmt::Debug for Task<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Task").field("frame", self.frame()).finish()
+    }
+}

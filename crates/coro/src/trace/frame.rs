@@ -1,0 +1,75 @@
+//! Async stack frames: one per task, linked child to awaiter while the child is polled.
+
+pub use coro_executor::trace::Frame;
+use std::cell::Cell;
+use std::ptr;
+
+/// A frame as it lives inside a task, with the link to its awaiter's frame. The link is set
+/// each time the task is polled, and only read on the polling thread while every frame on the
+/// chain is being polled (so alive and pinned).
+pub(crate) struct FrameNode {
+    pub(crate) frame: Frame,
+    parent: Cell<*const FrameNode>,
+}
+
+// SAFETY: `parent` is written and read only on the thread polling the task, during that poll
+// (see `enter`); between polls it is a stale value that nothing dereferences. The rest is Send.
+unsafe impl Send for FrameNode {}
+
+thread_local! {
+    /// The innermost frame being polled on this thread.
+    static CURRENT: Cell<*const FrameNode> = const { Cell::new(ptr::null()) };
+}
+
+impl FrameNode {
+    pub(crate) fn new(frame: Frame) -> Self {
+        FrameNode {
+            frame,
+            parent: Cell::new(ptr::null()),
+        }
+    }
+
+    /// Makes this frame the innermost one, linked to the current one, until the guard drops.
+    ///
+    /// The node must stay in place until the guard is dropped (it is inside a pinned task).
+    pub(crate) fn enter(&self) -> FrameGuard {
+        let parent = CURRENT.with(|c| c.replace(self));
+        self.parent.set(parent);
+        FrameGuard { parent }
+    }
+}
+
+pub(crate) struct FrameGuard {
+    parent: *const FrameNode,
+}
+
+impl Drop for FrameGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.parent));
+    }
+}
+
+/// A fingerprint of the chain of frames being polled on this thread: equal chains (the same
+/// frame nodes) give equal values, and it is never 0 (the "nothing published" value).
+pub(crate) fn current_fingerprint() -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut node = CURRENT.with(Cell::get);
+    // SAFETY: as in `walk_current`: every node on the chain is alive while it is walked.
+    while let Some(n) = unsafe { node.as_ref() } {
+        hash = (hash ^ (node as usize as u64)).wrapping_mul(0x0100_0000_01b3);
+        node = n.parent.get();
+    }
+    hash | 1
+}
+
+/// Calls `f` on each frame from the innermost one being polled on this thread out to the root.
+pub(crate) fn walk_current(mut f: impl FnMut(&Frame)) {
+    let mut node = CURRENT.with(Cell::get);
+    // SAFETY: every node on the chain is a frame whose task is being polled further up this
+    // thread's call stack (its `FrameGuard` is live), so it is alive and has not moved; the
+    // guards restore `CURRENT` in LIFO order, so the chain never points at a finished poll.
+    while let Some(n) = unsafe { node.as_ref() } {
+        f(&n.frame);
+        node = n.parent.get();
+    }
+}

@@ -1,0 +1,58 @@
+//! Task-local values (DESIGN §10): inherited by children, never leaked back to parents.
+
+use coro::{Task, ThreadPool, block_wait};
+
+coro::task_local! {
+    static REQUEST: u32;
+    static USER: String;
+}
+
+#[test]
+fn child_tasks_inherit_task_locals() {
+    let seen = block_wait(REQUEST.scope(7, async { Task::new(async { REQUEST.get() }).await }));
+    assert_eq!(seen, 7);
+}
+
+#[test]
+fn schedule_on_children_and_spawned_tasks_inherit_task_locals() {
+    let pool = ThreadPool::new(2).unwrap();
+    let handle = pool.handle();
+    let (scheduled, spawned) = block_wait(REQUEST.scope(11, async move {
+        let scheduled = Task::new(async { REQUEST.get() }).schedule_on(handle).await;
+        let spawned = coro::spawn(async { REQUEST.get() }).await.unwrap();
+        (scheduled, spawned)
+    }));
+    assert_eq!((scheduled, spawned), (11, 11));
+}
+
+#[test]
+fn values_are_captured_when_the_child_starts() {
+    // Created outside the scope, started inside: it sees the scope.
+    let child = Task::new(async { REQUEST.try_with(|v| *v).ok() });
+    assert_eq!(block_wait(REQUEST.scope(3, child)), Some(3));
+}
+
+#[test]
+fn a_childs_scope_never_leaks_back_to_its_parent() {
+    let (inner, after) = block_wait(REQUEST.scope(1, async {
+        let inner = Task::new(async { REQUEST.scope(2, async { REQUEST.get() }).await }).await;
+        (inner, REQUEST.get())
+    }));
+    assert_eq!((inner, after), (2, 1));
+}
+
+#[test]
+fn several_keys_coexist_and_missing_ones_are_errors() {
+    let (r, u) = block_wait(REQUEST.scope(
+        5,
+        USER.scope("ann".into(), async {
+            (REQUEST.get(), USER.with(|u| u.clone()))
+        }),
+    ));
+    assert_eq!((r, u.as_str()), (5, "ann"));
+    let err = block_wait(async { USER.try_with(|u| u.len()) }).unwrap_err();
+    assert!(err.to_string().contains("USER"));
+    let panic = std::panic::catch_unwind(|| block_wait(async { USER.get() })).unwrap_err();
+    let msg = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("USER") && msg.contains("scope"), "{msg}");
+}

@@ -1,0 +1,277 @@
+//! Async stack traces (DESIGN §4): the current stack, its text form, and the panic hook.
+
+use coro::{Task, block_wait};
+
+#[coro::task]
+async fn leaf() -> coro::trace::AsyncStack {
+    coro::trace::current_stack()
+}
+
+#[coro::task]
+async fn middle() -> coro::trace::AsyncStack {
+    leaf().await
+}
+
+#[test]
+fn current_stack_lists_awaiting_tasks_innermost_first() {
+    let stack = block_wait(Task::new(async { middle().await }).named("root"));
+    let names: Vec<_> = stack.frames().iter().map(|f| f.name()).collect();
+    assert_eq!(names, ["leaf", "middle", "root"]);
+    // Each frame's location is where that task was created: `leaf()` is called in `middle`.
+    assert!(
+        stack
+            .frames()
+            .iter()
+            .all(|f| f.location().file().ends_with("trace.rs"))
+    );
+}
+
+#[test]
+fn current_stack_displays_one_line_per_frame() {
+    let stack = block_wait(Task::new(async { leaf().await }).named("root"));
+    let text = stack.to_string();
+    let lines: Vec<_> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].starts_with("  at leaf (") && lines[0].contains("trace.rs:"),
+        "{text}"
+    );
+    assert!(lines[1].starts_with("  at root ("), "{text}");
+}
+
+#[test]
+fn the_stack_of_a_spawned_task_starts_at_the_spawned_task() {
+    let pool = coro::ThreadPool::new(1).unwrap();
+    let stack = block_wait(
+        Task::new(async { coro::spawn(async { leaf().await }).await.unwrap() }).schedule_on(&pool),
+    );
+    let names: Vec<_> = stack.frames().iter().map(|f| f.name().to_owned()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(names[0], "leaf");
+    // A spawned task is named after its future's type unless named.
+    assert!(names[1].contains("trace"), "{names:?}");
+}
+
+#[test]
+fn outside_tasks_the_stack_is_empty() {
+    assert!(coro::trace::current_stack().frames().is_empty());
+}
+
+const CHILD: &str = "CORO_TRACE_PANIC_CHILD";
+
+#[coro::task]
+async fn exploding_leaf() {
+    panic!("kaboom in the leaf");
+}
+
+/// Runs in a child process (see below): panics inside a chain of named tasks with the hook on.
+#[test]
+fn panic_hook_child() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    coro::trace::install_panic_hook();
+    block_wait(Task::new(async { exploding_leaf().await }).named("request_handler"));
+}
+
+#[test]
+fn the_panic_hook_prints_the_async_stack_after_the_message() {
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "panic_hook_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let message = stderr
+        .find("kaboom in the leaf")
+        .expect("the panic message is printed");
+    let stack = stderr
+        .find("async stack")
+        .expect("the async stack is printed");
+    assert!(
+        message < stack,
+        "the stack comes after the message:\n{stderr}"
+    );
+    let leaf = stderr
+        .find("at exploding_leaf (")
+        .expect("the leaf frame is printed");
+    let root = stderr
+        .find("at request_handler (")
+        .expect("the root frame is printed");
+    assert!(leaf < root, "innermost first:\n{stderr}");
+}
+
+mod dump {
+    use coro::executor::ManualExecutor;
+    use coro::trace::{TaskState, dump_all};
+    use coro::{Task, ThreadPool, block_wait};
+    use futures::channel::oneshot;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, mpsc};
+    use std::time::{Duration, Instant};
+
+    #[coro::task]
+    async fn wait_for(rx: oneshot::Receiver<()>) {
+        rx.await.ok();
+    }
+
+    #[coro::task]
+    async fn handler(rx: oneshot::Receiver<()>, child_rx: oneshot::Receiver<()>) {
+        let child = coro::spawn(Task::new(async move { wait_for(child_rx).await }).named("child"));
+        wait_for(rx).await;
+        child.await.unwrap();
+    }
+
+    /// Polls `dump_all` until `pred` holds for some task, or panics after 10 s.
+    fn dump_until(
+        what: &str,
+        pred: impl Fn(&coro::trace::TaskSnapshot) -> bool,
+    ) -> coro::trace::TaskDump {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let dump = dump_all();
+            if dump.tasks().iter().any(&pred) {
+                return dump;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never saw {what} in:\n{dump}\n{:#?}",
+                dump.tasks()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    #[test]
+    fn dump_all_shows_a_stuck_dag_as_a_tree_with_frames_and_states() {
+        let pool = ThreadPool::new(2).unwrap();
+        let (tx, rx) = oneshot::channel();
+        let (child_tx, child_rx) = oneshot::channel();
+        let root = Task::new(async move { handler(rx, child_rx).await })
+            .named("request")
+            .schedule_on(&pool)
+            .start();
+
+        let dump = dump_until("the suspended handler", |t| {
+            t.name() == "request" && t.state() == TaskState::Suspended && t.frames().len() == 3
+        });
+        let request = dump.tasks().iter().find(|t| t.name() == "request").unwrap();
+        let names: Vec<_> = request.frames().iter().map(|f| f.name()).collect();
+        assert_eq!(names, ["wait_for", "handler", "request"], "innermost first");
+        let dump = dump_until("the child under its spawner", |t| {
+            t.name() == "child" && t.parent_id() == Some(request.id()) && t.frames().len() == 2
+        });
+        let text = dump.to_string();
+        let request_line = text
+            .lines()
+            .position(|l| l.contains(&format!("task {} request [suspended]", request.id())));
+        let child_line = text.lines().position(|l| l.contains("child [suspended]"));
+        let (Some(r), Some(c)) = (request_line, child_line) else {
+            panic!("missing lines in:\n{text}")
+        };
+        assert!(c > r, "the child is listed under its parent:\n{text}");
+        assert!(text.contains("  at wait_for ("), "{text}");
+
+        tx.send(()).unwrap();
+        child_tx.send(()).unwrap();
+        block_wait(root).unwrap();
+        let ids: Vec<u64> = dump_all().tasks().iter().map(|t| t.id()).collect();
+        assert!(
+            !ids.contains(&request.id()),
+            "a finished task is no longer listed"
+        );
+    }
+
+    #[test]
+    fn dump_all_does_not_wait_for_a_task_stuck_in_a_long_poll() {
+        let pool = ThreadPool::new(1).unwrap();
+        let release = Arc::new(AtomicBool::new(false));
+        let (started_tx, started_rx) = mpsc::channel();
+        let r = release.clone();
+        let busy = Task::new(async move {
+            coro::yield_now().await;
+            started_tx.send(()).unwrap();
+            while !r.load(Ordering::SeqCst) {
+                std::hint::spin_loop();
+            }
+        })
+        .named("spinner")
+        .schedule_on(&pool)
+        .start();
+        started_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let began = Instant::now();
+        let dump = dump_all();
+        let spinner = dump
+            .tasks()
+            .iter()
+            .find(|t| t.name() == "spinner")
+            .expect("the spinner is listed");
+        assert_eq!(spinner.state(), TaskState::Running);
+        assert!(
+            began.elapsed() < Duration::from_secs(1),
+            "dump_all waited for a running task"
+        );
+        release.store(true, Ordering::SeqCst);
+        block_wait(busy).unwrap();
+    }
+
+    #[test]
+    fn dump_all_lists_tasks_of_every_executor_kind() {
+        let manual = ManualExecutor::new();
+        let (tx, rx) = oneshot::channel::<()>();
+        let queued = Task::new(async {})
+            .named("queued_on_manual")
+            .schedule_on(manual.handle())
+            .start();
+        let waiting = Task::new(async move {
+            rx.await.ok();
+        })
+        .named("waiting_on_manual")
+        .schedule_on(manual.handle())
+        .start();
+        // Not polled yet: scheduled, without a name until it starts.
+        let dump = dump_all();
+        assert!(
+            dump.tasks()
+                .iter()
+                .filter(|t| t.state() == TaskState::Scheduled)
+                .count()
+                >= 2,
+            "{dump}"
+        );
+        manual.run_one();
+        manual.run_one();
+        let dump = dump_all();
+        let waiting_task = dump
+            .tasks()
+            .iter()
+            .find(|t| t.name() == "waiting_on_manual")
+            .expect("listed");
+        assert_eq!(waiting_task.state(), TaskState::Suspended);
+        assert!(
+            !dump.tasks().iter().any(|t| t.name() == "queued_on_manual"),
+            "finished tasks leave"
+        );
+        tx.send(()).unwrap();
+        assert_eq!(
+            waiting_task.state(),
+            TaskState::Suspended,
+            "a snapshot is a copy"
+        );
+        let dump = dump_all();
+        let again = dump
+            .tasks()
+            .iter()
+            .find(|t| t.name() == "waiting_on_manual")
+            .unwrap();
+        assert_eq!(again.state(), TaskState::Scheduled, "woken and queued");
+        manual.run_until_idle();
+        block_wait(queued).unwrap();
+        block_wait(waiting).unwrap();
+    }
+}

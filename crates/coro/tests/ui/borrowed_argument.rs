@@ -1,0 +1,6 @@
+#[coro::task]
+async fn borrows(name: &str) -> usize {
+    name.len()
+}
+
+fn main() {}

@@ -1,0 +1,4 @@
+#[coro::main]
+async fn main(args: Vec<String>) {
+    drop(args);
+}

@@ -1,0 +1,4 @@
+#[coro::test(threads = 2)]
+async fn unknown_option() {}
+
+fn main() {}

@@ -1,0 +1,2 @@
+#[coro::main(worker_threads = 0)]
+async fn main() {}
