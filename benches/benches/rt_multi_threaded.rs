@@ -133,6 +133,64 @@ impl Runtime for coro::ThreadPool {
 }
 
 // ---------------------------------------------------------------------------------------------
+// coro, through the Task layer
+
+/// The same pool driven through coro's Task layer, as applications use it: `coro::spawn` inside
+/// (each task gets a frame, a trace cell for dumps, and inherits the spawner's cancellation
+/// token and task-locals) and `Task::schedule_on(..).start()` from outside. Its ratio to `coro`
+/// is the cost of tracing and context propagation.
+struct CoroTasks(coro::ThreadPool);
+
+/// Spawns with `coro::spawn`.
+#[derive(Clone, Copy)]
+struct CoroTaskSpawner;
+
+impl Spawner for CoroTaskSpawner {
+    fn spawn<F>(self, fut: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        coro::spawn(fut).detach();
+    }
+
+    fn yield_now() -> impl Future<Output = ()> + Send {
+        coro::yield_now()
+    }
+}
+
+impl Runtime for CoroTasks {
+    const NAME: &'static str = "coro_tasks";
+    type Spawner = CoroTaskSpawner;
+    type Handle = coro::JoinHandle<()>;
+
+    fn build(workers: usize) -> Self {
+        CoroTasks(coro::ThreadPool::new(workers).expect("coro thread pool"))
+    }
+
+    fn spawner(&self) -> CoroTaskSpawner {
+        CoroTaskSpawner
+    }
+
+    fn spawn<F>(&self, fut: F) -> Self::Handle
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        coro::Task::new(fut).schedule_on(&self.0).start()
+    }
+
+    fn spawn_detached<F>(&self, fut: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        coro::Task::new(fut).schedule_on(&self.0).start().detach();
+    }
+
+    async fn join(handle: Self::Handle) {
+        handle.await.expect("coro task failed");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // tokio
 
 /// Spawns inside a tokio runtime with `tokio::spawn` (the current runtime).
@@ -283,7 +341,7 @@ impl Drop for AsyncExecutorRt {
 type Group<'a> = BenchmarkGroup<'a, WallTime>;
 
 /// Runs `shape` on the three runtimes, side by side in the group `name`.
-fn compare(c: &mut Criterion, name: &str, shapes: [fn(&mut Group<'_>); 3]) {
+fn compare(c: &mut Criterion, name: &str, shapes: [fn(&mut Group<'_>); 4]) {
     let mut group = c.benchmark_group(name);
     for shape in shapes {
         shape(&mut group);
@@ -469,6 +527,7 @@ macro_rules! on_all_runtimes {
     ($shape:ident) => {
         [
             $shape::<coro::ThreadPool>,
+            $shape::<CoroTasks>,
             $shape::<tokio::runtime::Runtime>,
             $shape::<AsyncExecutorRt>,
         ]

@@ -25,6 +25,15 @@ struct Node {
 }
 
 impl Locals {
+    /// Whether both are the same list (not just equal values).
+    pub(crate) fn ptr_eq(&self, other: &Locals) -> bool {
+        match (&self.0, &other.0) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     fn get(&self, key: usize) -> Option<&(dyn Any + Send + Sync)> {
         let mut node = self.0.as_deref();
         while let Some(n) = node {

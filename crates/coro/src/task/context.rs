@@ -42,6 +42,16 @@ pub(crate) fn current_context() -> Context {
     with_context(|c| c.cloned().unwrap_or_default())
 }
 
+/// Makes `ctx` current until the guard drops, unless the current context is the same (equal
+/// token and locals), in which case there is nothing to switch and nothing to restore.
+pub(crate) fn enter_context_if_changed(ctx: &Context) -> Option<ContextGuard> {
+    let same = with_context(|current| match current {
+        Some(current) => current.token == ctx.token && current.locals.ptr_eq(&ctx.locals),
+        None => false,
+    });
+    (!same).then(|| enter_context(ctx))
+}
+
 /// Makes `ctx` current until the guard drops (also on unwind).
 pub(crate) fn enter_context(ctx: &Context) -> ContextGuard {
     let prev = CONTEXT.with(|c| c.replace(ctx));

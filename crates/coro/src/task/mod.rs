@@ -6,12 +6,14 @@
 //! - `spawn`: `spawn`, `spawn_blocking`, `yield_now`, `current_executor`,
 //!   `current_cancellation_token`;
 //! - `block_wait`: waiting from synchronous code;
+//! - `stack`: fresh stack segments for deep task chains;
 //! - `context`: the thread-local view of the running task (executor, token, locals).
 
 mod block_wait;
 pub(crate) mod context;
 mod root;
 mod spawn;
+mod stack;
 #[allow(clippy::module_inception)]
 mod task;
 mod with_executor;

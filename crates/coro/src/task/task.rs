@@ -1,6 +1,7 @@
 //! [`Task`]: a lazy, named unit of async work that runs inline in its awaiter.
 
-use super::context::{Context, current_context, enter_context};
+use super::context::{Context, enter_context_if_changed, with_context};
+use super::stack::with_stack;
 use super::with_executor::TaskWithExecutor;
 use crate::cancel::CancellationToken;
 use crate::trace::frame::{Frame, FrameNode};
@@ -12,11 +13,6 @@ use std::mem::ManuallyDrop;
 use std::panic::Location;
 use std::pin::Pin;
 use std::task::{Context as TaskCx, Poll};
-
-/// Below this much free stack, polling or dropping a task continues on a fresh stack segment.
-const RED_ZONE: usize = 64 * 1024;
-/// Size of each extra segment.
-const SEGMENT: usize = 1024 * 1024;
 
 /// A lazy unit of async work (folly's `Task<T>`).
 ///
@@ -53,13 +49,19 @@ pub struct Task<T> {
 /// every spawned root task (inline in the executor's allocation).
 pub(crate) struct Framed<F: ?Sized> {
     frame: FrameNode,
-    /// Set by `with_cancellation`; replaces the inherited token when the task starts.
-    token: Option<CancellationToken>,
-    /// Captured when the task starts (first polled, started or spawned).
-    ctx: Option<Context>,
-    finished: bool,
+    /// Before the task starts: only its own token, if `with_cancellation` gave it one. From
+    /// its start (first polled, started or spawned): the context it runs in.
+    ctx: Context,
+    /// `STARTED`, `FINISHED`, `OWN_TOKEN`. Packed, with no `Option` wrappers, to keep a task's
+    /// bookkeeping small: the whole allocation then stays in the allocator's fastest size
+    /// classes, which measurably matters for deep chains of short tasks.
+    flags: u8,
     future: F,
 }
+
+const STARTED: u8 = 1;
+const FINISHED: u8 = 2;
+const OWN_TOKEN: u8 = 4;
 
 impl<T: Send + 'static> Task<T> {
     /// Wraps `fut` in a task named after the future's type, created here.
@@ -121,8 +123,9 @@ impl<T: Send + 'static> Task<T> {
     /// ```
     pub fn with_cancellation(mut self, token: CancellationToken) -> Task<T> {
         let inner = self.inner_mut();
-        if inner.token.is_none() && inner.ctx.is_none() {
-            inner.token = Some(token);
+        if inner.flags & (STARTED | OWN_TOKEN) == 0 {
+            inner.ctx.token = token;
+            inner.flags |= OWN_TOKEN;
         }
         self
     }
@@ -144,7 +147,7 @@ impl<T: Send + 'static> Task<T> {
 
 impl<T> Task<T> {
     fn inner_mut(&mut self) -> &mut Framed<dyn Future<Output = T> + Send> {
-        // SAFETY: only the unpinned fields (frame, token, ctx, finished) are touched through this
+        // SAFETY: only the unpinned fields (frame, ctx, flags) are touched through this
         // reference; `future` is only reached through `Framed::poll_framed`, which pins it again.
         unsafe { self.inner.as_mut().get_unchecked_mut() }
     }
@@ -168,9 +171,8 @@ impl<F> Framed<F> {
     ) -> Self {
         Framed {
             frame: FrameNode::new(Frame::new(name, location)),
-            token: None,
-            ctx: None,
-            finished: false,
+            ctx: Context::default(),
+            flags: 0,
             future,
         }
     }
@@ -187,12 +189,17 @@ impl<F: Future + ?Sized> Framed<F> {
     /// Captures the context the task starts with, if it has not started yet: the current one,
     /// with the task's own token if it was given one.
     pub(crate) fn capture_context(&mut self) {
-        if self.ctx.is_none() {
-            let mut ctx = current_context();
-            if let Some(token) = self.token.take() {
-                ctx.token = token;
-            }
-            self.ctx = Some(ctx);
+        if self.flags & STARTED == 0 {
+            self.flags |= STARTED;
+            let own_token = self.flags & OWN_TOKEN != 0;
+            with_context(|parent| {
+                if let Some(parent) = parent {
+                    if !own_token {
+                        self.ctx.token.clone_from(&parent.token);
+                    }
+                    self.ctx.locals.clone_from(&parent.locals);
+                }
+            });
         }
     }
 
@@ -202,14 +209,18 @@ impl<F: Future + ?Sized> Framed<F> {
         // projection; the other fields are plain data, not pinned.
         let this = unsafe { self.get_unchecked_mut() };
         this.capture_context();
-        assert!(!this.finished, "a coro Task was polled after it completed");
-        let _ctx = enter_context(this.ctx.as_ref().expect("captured above"));
+        assert!(
+            this.flags & FINISHED == 0,
+            "a coro Task was polled after it completed"
+        );
+        // Most tasks run in exactly their awaiter's context: then there is nothing to switch.
+        let _ctx = enter_context_if_changed(&this.ctx);
         let _frame = this.frame.enter();
         // SAFETY: see above; `this.future` does not move while `self` is pinned.
         let future = unsafe { Pin::new_unchecked(&mut this.future) };
-        let poll = stacker::maybe_grow(RED_ZONE, SEGMENT, move || future.poll(cx));
+        let poll = with_stack(move || future.poll(cx));
         if poll.is_ready() {
-            this.finished = true;
+            this.flags |= FINISHED;
         } else {
             // Still the innermost frame here: if nothing deeper suspended, this is where the
             // task waits.
@@ -231,8 +242,13 @@ impl<T> Drop for Task<T> {
     fn drop(&mut self) {
         // SAFETY: `inner` is taken exactly once, here, and never used afterwards.
         let inner = unsafe { ManuallyDrop::take(&mut self.inner) };
-        // A deep chain of unfinished tasks drops recursively; give it room as polling does.
-        stacker::maybe_grow(RED_ZONE, SEGMENT, move || drop(inner));
+        if inner.flags & FINISHED != 0 {
+            // What is left of a finished future holds no unfinished children: no recursion.
+            drop(inner);
+        } else {
+            // A deep chain of unfinished tasks drops recursively; give it room as polling does.
+            with_stack(move || drop(inner));
+        }
     }
 }
 
