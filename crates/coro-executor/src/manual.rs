@@ -3,11 +3,15 @@
 use crate::executor::{Executor, ExecutorHandle, Runnable};
 use concurrent_queue::ConcurrentQueue;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::*};
 
 /// An executor that queues tasks until [`run_one`](Self::run_one) or
 /// [`run_until_idle`](Self::run_until_idle) runs them, in FIFO order, on the calling thread.
 ///
-/// Deterministic, so tests can observe exactly what was scheduled. Clones share the queue.
+/// Deterministic, so tests can observe exactly what was scheduled. Clones share the queue. When
+/// the last `ManualExecutor` value is dropped nothing can run its tasks any more: those queued
+/// are dropped then (their handles resolve `Err(JoinError::Cancelled)`), and so is any task
+/// woken later.
 ///
 /// ```
 /// use coro_executor::ManualExecutor;
@@ -18,19 +22,22 @@ use std::sync::Arc;
 /// assert_eq!(ex.run_until_idle(), 1);
 /// assert_eq!(futures::executor::block_on(join).unwrap(), 7);
 /// ```
-#[derive(Clone)]
 pub struct ManualExecutor {
     inner: Arc<Queue>,
 }
 
-struct Queue(ConcurrentQueue<Runnable>);
+struct Queue {
+    runnables: ConcurrentQueue<Runnable>,
+    /// Live `ManualExecutor` values (handles do not count: they cannot run anything).
+    owners: AtomicUsize,
+}
 
 impl Executor for Queue {
     fn schedule(&self, runnable: Runnable) {
-        // The queue is unbounded and never closed.
-        self.0
-            .push(runnable)
-            .expect("manual executor queue is never closed");
+        // Closed once the last owner is gone: dropping the runnable drops the task.
+        if let Err(closed) = self.runnables.push(runnable) {
+            drop(closed.into_inner());
+        }
     }
 }
 
@@ -41,8 +48,12 @@ impl ManualExecutor {
     /// assert_eq!(coro_executor::ManualExecutor::new().pending(), 0);
     /// ```
     pub fn new() -> Self {
+        let queue = Queue {
+            runnables: ConcurrentQueue::unbounded(),
+            owners: AtomicUsize::new(1),
+        };
         ManualExecutor {
-            inner: Arc::new(Queue(ConcurrentQueue::unbounded())),
+            inner: Arc::new(queue),
         }
     }
 
@@ -66,7 +77,7 @@ impl ManualExecutor {
     /// assert!(ex.run_one());
     /// ```
     pub fn run_one(&self) -> bool {
-        match self.inner.0.pop() {
+        match self.inner.runnables.pop() {
             Ok(runnable) => {
                 runnable.run();
                 true
@@ -100,7 +111,29 @@ impl ManualExecutor {
     /// assert_eq!(ex.pending(), 1);
     /// ```
     pub fn pending(&self) -> usize {
-        self.inner.0.len()
+        self.inner.runnables.len()
+    }
+}
+
+impl Clone for ManualExecutor {
+    fn clone(&self) -> Self {
+        self.inner.owners.fetch_add(1, Relaxed);
+        ManualExecutor {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl Drop for ManualExecutor {
+    fn drop(&mut self) {
+        if self.inner.owners.fetch_sub(1, AcqRel) == 1 {
+            // Queued runnables hold their task, whose schedule function holds this queue: a
+            // cycle nothing else would break. Close the queue and drop them.
+            self.inner.runnables.close();
+            while let Ok(runnable) = self.inner.runnables.pop() {
+                drop(runnable);
+            }
+        }
     }
 }
 

@@ -1,0 +1,370 @@
+//! Integration tests of pool shutdown (DESIGN §2): `shutdown()` and dropping the pool drop every
+//! unfinished task exactly once (polled and idle, queued and never polled, detached or not), resolve
+//! the kept handles `Cancelled`, join the worker threads before returning, and run nothing
+//! afterwards; spawning through the handle of a shut-down pool drops the future at once; a
+//! destructor that spawns during shutdown neither hangs nor leaks.
+
+use coro_executor::{ExecutorHandle, JoinError, JoinHandle, ThreadPool};
+use futures::channel::oneshot;
+use futures::executor::block_on;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+/// Generous bound that turns a hang into a failure; never a performance assertion.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Awaits `handle` on a helper thread; fails the test, naming `what`, if it hangs.
+fn wait<T: Send + 'static>(what: &str, handle: JoinHandle<T>) -> Result<T, JoinError> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(block_on(handle));
+    });
+    rx.recv_timeout(TIMEOUT)
+        .unwrap_or_else(|_| panic!("hung: {what} did not resolve within {TIMEOUT:?}"))
+}
+
+/// Polls `cond` until it holds; fails the test, naming `what`, if it never does.
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + TIMEOUT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "hung: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Counts its own drop in `counts[slot]`.
+struct Guard {
+    counts: Arc<Vec<AtomicUsize>>,
+    slot: usize,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.counts[self.slot].fetch_add(1, SeqCst);
+    }
+}
+
+/// Counts, when the thread that set it exits, that it exited.
+struct ExitSignal(Arc<AtomicUsize>);
+
+impl Drop for ExitSignal {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+thread_local! {
+    static ON_EXIT: RefCell<Option<ExitSignal>> = const { RefCell::new(None) };
+}
+
+/// A task that owns `guard` (moved in before the first poll), counts its first poll and then
+/// never finishes: half of them wait on a channel whose sender `senders` keeps alive, half on
+/// `std::future::pending`.
+fn stuck_task(
+    guard: Guard,
+    polled: Arc<AtomicUsize>,
+    senders: &Mutex<Vec<oneshot::Sender<()>>>,
+) -> impl Future<Output = ()> + Send + 'static {
+    let channel = if guard.slot % 2 == 0 {
+        let (tx, rx) = oneshot::channel::<()>();
+        senders.lock().unwrap().push(tx);
+        Some(rx)
+    } else {
+        None
+    };
+    async move {
+        let _guard = guard;
+        polled.fetch_add(1, SeqCst);
+        match channel {
+            Some(rx) => {
+                let _ = rx.await;
+                unreachable!("the sender is kept alive until after shutdown");
+            }
+            None => std::future::pending::<()>().await,
+        }
+    }
+}
+
+/// Detaches every third task and keeps the others' handles.
+fn keep_or_detach(kept: &mut Vec<JoinHandle<()>>, slot: usize, handle: JoinHandle<()>) {
+    if slot % 3 == 0 {
+        handle.detach();
+    } else {
+        kept.push(handle);
+    }
+}
+
+const POLLED_FIRST: usize = 600;
+const PER_BLOCKER: usize = 50;
+const QUEUED: usize = 300;
+const TOTAL: usize = POLLED_FIRST + 2 * PER_BLOCKER + QUEUED;
+
+/// Builds a 2-worker pool holding `TOTAL` stuck tasks (idle after a poll; queued on a worker;
+/// queued on the global queue and never polled), stops it with `stop`, and checks that every task
+/// was dropped exactly once, every kept handle is `Cancelled`, the workers exited before `stop`
+/// returned, and nothing ran afterwards.
+fn stop_pool_with_stuck_tasks(stop: impl FnOnce(ThreadPool) + Send + 'static) {
+    let pool = ThreadPool::builder()
+        .worker_threads(2)
+        .thread_name("stopping")
+        .build()
+        .unwrap();
+    let drops: Arc<Vec<AtomicUsize>> = Arc::new((0..TOTAL).map(|_| AtomicUsize::new(0)).collect());
+    let guard = |slot| Guard {
+        counts: drops.clone(),
+        slot,
+    };
+    let polled = Arc::new(AtomicUsize::new(0));
+    let senders: Arc<Mutex<Vec<oneshot::Sender<()>>>> = Arc::default();
+    let exited = Arc::new(AtomicUsize::new(0));
+    let mut kept: Vec<JoinHandle<()>> = Vec::new();
+
+    // 1. Tasks that get polled and then sit idle.
+    for slot in 0..POLLED_FIRST {
+        let task = stuck_task(guard(slot), polled.clone(), &senders);
+        keep_or_detach(&mut kept, slot, pool.spawn(task));
+    }
+    wait_until("the first tasks were never all polled", || {
+        polled.load(SeqCst) == POLLED_FIRST
+    });
+
+    // 2. Occupy both workers. Each blocker marks its thread (to see it exit), spawns tasks onto
+    //    its own worker's queue, reports, and blocks until released.
+    let (started_tx, started_rx) = mpsc::channel::<Vec<JoinHandle<()>>>();
+    let mut release = Vec::new();
+    let mut blockers = Vec::new();
+    for b in 0..2 {
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        release.push(release_tx);
+        let started_tx = started_tx.clone();
+        let exited = exited.clone();
+        let children: Vec<_> = (0..PER_BLOCKER)
+            .map(|i| {
+                let slot = POLLED_FIRST + b * PER_BLOCKER + i;
+                (slot, stuck_task(guard(slot), polled.clone(), &senders))
+            })
+            .collect();
+        blockers.push(pool.spawn(async move {
+            ON_EXIT.with(|e| *e.borrow_mut() = Some(ExitSignal(exited)));
+            let here = ExecutorHandle::current_pool().unwrap();
+            let mut kept = Vec::new();
+            for (slot, task) in children {
+                keep_or_detach(&mut kept, slot, here.spawn(task));
+            }
+            started_tx.send(kept).unwrap();
+            release_rx
+                .recv_timeout(TIMEOUT)
+                .expect("blocker never released");
+        }));
+    }
+    for _ in 0..2 {
+        let children = started_rx
+            .recv_timeout(TIMEOUT)
+            .expect("hung: the two blockers never ran at once");
+        kept.extend(children);
+    }
+
+    // 3. Both workers are blocked: these wait in the global queue, never polled.
+    let polled_before_queued = polled.load(SeqCst);
+    let first_queued = POLLED_FIRST + 2 * PER_BLOCKER;
+    for slot in first_queued..TOTAL {
+        let task = stuck_task(guard(slot), polled.clone(), &senders);
+        keep_or_detach(&mut kept, slot, pool.spawn(task));
+    }
+    assert!(pool.metrics().global_queue_depth >= QUEUED);
+    assert_eq!(pool.metrics().live_tasks, TOTAL + 2);
+    assert!(polled.load(SeqCst) <= polled_before_queued + 2 * PER_BLOCKER);
+    assert!(drops.iter().all(|d| d.load(SeqCst) == 0));
+
+    // 4. Stop while both workers are still mid-poll with tasks in their queues; release them a
+    //    little later, so that stopping has to wait for the poll they are in.
+    let released = Arc::new(AtomicBool::new(false));
+    let r = released.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        r.store(true, SeqCst);
+        for tx in release {
+            let _ = tx.send(());
+        }
+    });
+    let (stopped_tx, stopped_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        stop(pool);
+        let _ = stopped_tx.send(());
+    });
+    stopped_rx
+        .recv_timeout(TIMEOUT)
+        .expect("hung: stopping the pool did not return");
+
+    // Stopping waited for the workers' current polls, and for the threads to exit (their
+    // thread-locals were destroyed).
+    assert!(
+        released.load(SeqCst),
+        "the pool stopped without waiting for the polls its workers were in"
+    );
+    assert_eq!(
+        exited.load(SeqCst),
+        2,
+        "the pool was stopped before its worker threads exited"
+    );
+    for (slot, count) in drops.iter().enumerate() {
+        assert_eq!(
+            count.load(SeqCst),
+            1,
+            "task {slot} was dropped the wrong number of times"
+        );
+    }
+    for blocker in blockers {
+        // They were mid-poll when the pool stopped: that poll finishes.
+        wait("blocker", blocker).unwrap();
+    }
+    for handle in kept {
+        match wait("handle of a task dropped by shutdown", handle) {
+            Err(JoinError::Cancelled) => {}
+            other => panic!("a handle of a dropped task gave {other:?}"),
+        }
+    }
+    // Nothing runs after the pool stopped.
+    let polled_after = polled.load(SeqCst);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(polled.load(SeqCst), polled_after);
+    assert!(drops.iter().all(|d| d.load(SeqCst) == 1));
+    drop(senders);
+}
+
+#[test]
+fn shutdown_drops_pending_tasks_exactly_once() {
+    stop_pool_with_stuck_tasks(ThreadPool::shutdown);
+}
+
+#[test]
+fn dropping_the_pool_drops_pending_tasks_exactly_once() {
+    stop_pool_with_stuck_tasks(drop);
+}
+
+#[test]
+fn spawning_through_the_handle_of_a_shut_down_pool_drops_the_future_at_once() {
+    let pool = ThreadPool::new(1).unwrap();
+    let handle = pool.handle();
+    let inside = wait(
+        "task capturing its pool",
+        pool.spawn(async { ExecutorHandle::current_pool().unwrap() }),
+    )
+    .unwrap();
+    pool.shutdown();
+
+    for via in [handle, inside] {
+        let dropped = Arc::new(AtomicBool::new(false));
+        let ran = Arc::new(AtomicBool::new(false));
+        struct SetOnDrop(Arc<AtomicBool>);
+        impl Drop for SetOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, SeqCst);
+            }
+        }
+        let guard = SetOnDrop(dropped.clone());
+        let ran2 = ran.clone();
+        let join = via.spawn(async move {
+            let _guard = guard;
+            ran2.store(true, SeqCst);
+        });
+        assert!(
+            dropped.load(SeqCst),
+            "the future was not dropped before spawn returned"
+        );
+        assert!(join.is_finished());
+        assert!(matches!(
+            wait("spawn on a shut-down pool", join),
+            Err(JoinError::Cancelled)
+        ));
+        assert!(!ran.load(SeqCst), "a shut-down pool ran a task");
+    }
+}
+
+/// When dropped, spawns a child holding another `SpawnOnDrop` of depth `depth - 1` (none at 0).
+struct SpawnOnDrop {
+    pool: ExecutorHandle,
+    depth: usize,
+    dropped: Arc<AtomicUsize>,
+    children: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl Drop for SpawnOnDrop {
+    fn drop(&mut self) {
+        self.dropped.fetch_add(1, SeqCst);
+        if self.depth == 0 {
+            return;
+        }
+        let child = SpawnOnDrop {
+            pool: self.pool.clone(),
+            depth: self.depth - 1,
+            dropped: self.dropped.clone(),
+            children: self.children.clone(),
+        };
+        let handle = self.pool.spawn(async move {
+            let _child = child;
+            std::future::pending::<()>().await;
+        });
+        self.children.lock().unwrap().push(handle);
+    }
+}
+
+#[test]
+fn destructor_spawning_during_shutdown_neither_hangs_nor_leaks() {
+    const PARENTS: usize = 200;
+    const DEPTH: usize = 3;
+    let pool = ThreadPool::new(2).unwrap();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let children: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+    let polled = Arc::new(AtomicUsize::new(0));
+    let mut parents = Vec::new();
+    for i in 0..PARENTS {
+        let guard = SpawnOnDrop {
+            pool: pool.handle(),
+            depth: DEPTH,
+            dropped: dropped.clone(),
+            children: children.clone(),
+        };
+        let polled = polled.clone();
+        parents.push(pool.spawn(async move {
+            let _guard = guard;
+            polled.fetch_add(1, SeqCst);
+            if i % 2 == 0 {
+                // Some spawn more of their kind onto the worker's own queue.
+                let here = ExecutorHandle::current_pool().unwrap();
+                here.spawn(std::future::pending::<()>()).detach();
+            }
+            std::future::pending::<()>().await;
+        }));
+    }
+    // Stop while some are idle and some still queued.
+    wait_until("no task was polled", || polled.load(SeqCst) > 0);
+    assert_eq!(dropped.load(SeqCst), 0);
+
+    let (stopped_tx, stopped_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        pool.shutdown();
+        let _ = stopped_tx.send(());
+    });
+    stopped_rx
+        .recv_timeout(TIMEOUT)
+        .expect("hung: shutdown with spawning destructors did not return");
+
+    // Each parent, child, grandchild... was dropped exactly once.
+    assert_eq!(dropped.load(SeqCst), PARENTS * (DEPTH + 1));
+    for parent in parents {
+        assert!(matches!(wait("parent", parent), Err(JoinError::Cancelled)));
+    }
+    let children = std::mem::take(&mut *children.lock().unwrap());
+    assert_eq!(children.len(), PARENTS * DEPTH);
+    for child in children {
+        assert!(matches!(
+            wait("child spawned by a destructor", child),
+            Err(JoinError::Cancelled)
+        ));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(dropped.load(SeqCst), PARENTS * (DEPTH + 1));
+}
