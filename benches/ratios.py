@@ -3,8 +3,9 @@
 
 Reads criterion's median point estimates from
 `<target>/criterion/<group>/<function>/new/estimates.json` and prints a markdown table:
-shape | coro | tokio | async-executor | coro / best-of-others, where the last column is
-coro's median divided by min(tokio, async-executor) (below 1: coro is faster).
+shape | coro | coro_tasks | tokio | async-executor | coro / best | coro_tasks / coro, where
+"coro / best" is coro's median divided by min(tokio, async-executor) (below 1: coro is faster)
+and the last column is the cost of coro's Task layer over its engine.
 
 Usage: python3 benches/ratios.py [CRITERION_DIR]
 CRITERION_DIR defaults to $CARGO_TARGET_DIR/criterion, else target/criterion at the workspace
@@ -25,6 +26,7 @@ SHAPES = [
     "chained_spawn",
 ]
 CORO = "coro"
+CORO_TASKS = "coro_tasks"
 OTHERS = ["tokio", "async_executor"]
 
 
@@ -61,14 +63,16 @@ def main() -> int:
     if not root.is_dir():
         print(f"no criterion results under {root}; run the benches first", file=sys.stderr)
         return 1
-    print("| shape | coro | tokio | async-executor | coro / best-of-others |")
-    print("|---|---:|---:|---:|---:|")
+    print("| shape | coro | coro_tasks | tokio | async-executor | coro / best | coro_tasks / coro |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for shape in SHAPES:
         coro = median_ns(root, shape, CORO)
         others = [median_ns(root, shape, name) for name in OTHERS]
         known = [ns for ns in others if ns is not None]
         ratio = f"{coro / min(known):.2f}" if coro is not None and known else "n/a"
-        cells = [human(coro)] + [human(ns) for ns in others] + [ratio]
+        tasks = median_ns(root, shape, CORO_TASKS)
+        layer = f"{tasks / coro:.2f}" if coro and tasks is not None else "n/a"
+        cells = [human(coro), human(tasks)] + [human(ns) for ns in others] + [ratio, layer]
         print(f"| `{shape}` | " + " | ".join(cells) + " |")
     return 0
 

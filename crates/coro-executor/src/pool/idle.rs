@@ -12,7 +12,7 @@
 //! lock is what makes "decide to notify" and "pick a sleeper" one atomic step.
 
 use crate::loom::sync::Mutex;
-use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
+use crate::loom::sync::atomic::{AtomicUsize, Ordering::*, fence};
 
 const SEARCHING_BITS: usize = 16;
 const SEARCHING_MASK: usize = (1 << SEARCHING_BITS) - 1;
@@ -84,7 +84,11 @@ impl Idle {
     }
 
     fn notify_should_wake(&self) -> bool {
-        let state = self.state.fetch_add(0, SeqCst);
+        // A fence, not a read-modify-write: it orders the caller's push of work before this read
+        // just as well (it pairs with the SeqCst read-modify-writes of searchers and parkers),
+        // without taking the cache line exclusive on every spawn from every thread.
+        fence(SeqCst);
+        let state = self.state.load(SeqCst);
         searching(state) == 0 && unparked(state) < self.num_workers
     }
 

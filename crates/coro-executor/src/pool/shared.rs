@@ -9,7 +9,7 @@ use super::worker;
 use crate::blocking::BlockingPool;
 use crate::executor::Runnable;
 use crate::join::JoinHandle;
-use crate::loom::sync::atomic::{AtomicBool, AtomicPtr, Ordering::*};
+use crate::loom::sync::atomic::{AtomicBool, AtomicPtr, Ordering::*, fence};
 use crate::task;
 use async_task::{ScheduleInfo, WithInfo};
 use concurrent_queue::ConcurrentQueue;
@@ -155,6 +155,10 @@ impl Shared {
     /// The last worker to park looks at every queue once more: a task pushed while everyone
     /// counted on it (a searcher) to find that task must not be stranded.
     pub(crate) fn notify_if_work_pending(&self) {
+        // Pairs with the fence in `Idle::notify_should_wake`: a pusher fences between its push
+        // and its read of the idle state, and the parker fences between its update of that
+        // state and these reads, so at least one of them sees the other (store buffering).
+        fence(SeqCst);
         let pending = !self.inject.is_empty()
             || self
                 .remotes

@@ -43,21 +43,22 @@ pub(crate) struct Worker {
 thread_local! {
     /// The worker running on this thread, if any.
     static CURRENT: Cell<*const Worker> = const { Cell::new(ptr::null()) };
-    /// Which task-list shard this thread registers spawns in (workers use their index).
+    /// Where this thread's next spawn registers in a task list: it moves to the next shard at
+    /// every spawn, from a per-thread random start.
     static SHARD_HINT: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
-/// The shard a spawn from this thread should use: a worker's own index, or a per-thread random
-/// choice elsewhere, so that concurrent spawners spread over the shards.
+/// The shard a spawn from this thread should use. Consecutive spawns rotate over the shards, so
+/// that the tasks of one busy spawner do not all share one lock with every worker completing
+/// them (a per-thread fixed shard measurably serialised spawn-heavy loads).
 pub(crate) fn shard_hint() -> usize {
     SHARD_HINT.with(|h| {
-        let hint = h.get();
-        if hint != usize::MAX {
-            return hint;
+        let mut hint = h.get();
+        if hint == usize::MAX {
+            hint = seed() as usize >> 3;
         }
-        let fresh = seed() as usize >> 3;
-        h.set(fresh);
-        fresh
+        h.set(hint.wrapping_add(1) & (usize::MAX >> 1));
+        hint
     })
 }
 
@@ -110,7 +111,6 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>) {
             rng: seed(),
         }),
     };
-    SHARD_HINT.with(|h| h.set(index));
     CURRENT.with(|c| c.set(&worker));
     /// Clears `CURRENT` even if the loop unwinds, so no dangling pointer survives the frame.
     struct Reset;
