@@ -15,7 +15,11 @@ use std::task::{Context, Poll};
 /// The future a spawned task runs as: its body, its executor, and where its async stack is
 /// published for task dumps.
 pub(crate) struct Root<F> {
-    executor: ExecutorHandle,
+    /// The executor to make current while polling; `None` on a thread pool, whose workers know
+    /// their pool already. (Holding a handle per task would bump the pool's reference count on
+    /// the spawning worker and drop it on whichever worker completes the task: a contended cache
+    /// line on every spawn.)
+    executor: Option<ExecutorHandle>,
     trace: TraceCell,
     attached: bool,
     body: F,
@@ -38,7 +42,7 @@ impl<F: Future> Future for Root<F> {
         if !this.attached {
             this.attached = attach(&this.trace);
         }
-        let _executor = enter_executor(&this.executor);
+        let _executor = this.executor.as_ref().map(enter_executor);
         let previous = PUBLISH_TO.with(|p| p.replace(&this.trace));
         // SAFETY: as above.
         let poll = unsafe { Pin::new_unchecked(&mut this.body) }.poll(cx);
@@ -66,7 +70,7 @@ pub(crate) fn publish_suspension() {
 /// Spawns `body` (a `Task` or a [`Framed`] future whose context is already captured) as a root
 /// task of `executor`; `frame` is its outermost frame, named in task dumps.
 pub(crate) fn spawn_root<F>(
-    executor: ExecutorHandle,
+    executor: &ExecutorHandle,
     frame: Frame,
     body: F,
 ) -> JoinHandle<F::Output>
@@ -75,8 +79,9 @@ where
     F::Output: Send + 'static,
 {
     let trace = TraceCell::new(frame);
-    executor.clone().spawn(Root {
-        executor,
+    let keep = (!executor.is_thread_pool()).then(|| executor.clone());
+    executor.spawn(Root {
+        executor: keep,
         trace,
         attached: false,
         body,

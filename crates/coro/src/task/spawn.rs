@@ -35,7 +35,7 @@ where
         let mut task = task.take().expect("just filled");
         task.capture_context();
         let frame = task.frame().clone();
-        return spawn_root(executor, frame, task);
+        return spawn_root(&executor, frame, task);
     }
     let fut = slot.take().expect("not taken above");
     let mut body = Framed::new(
@@ -45,7 +45,7 @@ where
     );
     body.capture_context();
     let frame = body.frame().clone();
-    spawn_root(executor, frame, FramedRoot(body))
+    spawn_root(&executor, frame, FramedRoot(body))
 }
 
 /// Runs blocking `f` on the blocking threads of the current pool (or of the default pool), so

@@ -71,7 +71,7 @@ impl<T: Send + 'static> TaskWithExecutor<T> {
 fn launch<T: Send + 'static>(executor: &ExecutorHandle, mut task: Task<T>) -> JoinHandle<T> {
     task.capture_context();
     let frame = task.frame().clone();
-    spawn_root(executor.clone(), frame, task)
+    spawn_root(executor, frame, task)
 }
 
 impl<T: Send + 'static> Future for TaskWithExecutor<T> {
