@@ -30,13 +30,14 @@
 //! ```
 //!
 //! [`trace::current_stack`] shows the chain of tasks awaiting one another; [`cancel`] has
-//! cooperative cancellation; [`task_local!`] declares values that child tasks inherit.
+//! cooperative cancellation and [`time`] cancellation-aware sleeps and timeouts; [`task_local!`] declares values that child tasks inherit.
 
 #![warn(missing_docs)]
 
 pub mod cancel;
 mod local;
 mod task;
+pub mod time;
 pub mod trace;
 
 #[doc(hidden)]

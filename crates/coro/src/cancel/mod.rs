@@ -3,14 +3,17 @@
 //! - `state`: the shared flag and reaction list, and the run-outside-the-lock protocol;
 //! - `token`: [`CancellationSource`], [`CancellationToken`] and `merge`;
 //! - `callback`: [`CancellationCallback`];
-//! - `wait`: the [`CancellationToken::cancelled`] future.
+//! - `wait`: the [`CancellationToken::cancelled`] future;
+//! - `cancellable`: [`cancellable`] and [`safe_point`], which use the current task's token.
 
 mod callback;
+mod cancellable;
 mod state;
 mod token;
 mod wait;
 
 pub use callback::CancellationCallback;
+pub use cancellable::{Cancellable, cancellable, safe_point};
 pub use token::{CancellationSource, CancellationToken};
 pub use wait::WaitForCancellation;
 
