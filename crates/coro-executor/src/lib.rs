@@ -40,7 +40,8 @@ mod blocking;
 mod executor;
 mod inline;
 mod join;
-mod loom;
+#[doc(hidden)]
+pub mod loom;
 mod manual;
 mod pool;
 mod task;

@@ -12,6 +12,9 @@ mod state;
 mod token;
 mod wait;
 
+#[cfg(all(test, loom))]
+mod loom_tests;
+
 pub use callback::CancellationCallback;
 pub use cancellable::{Cancellable, cancellable, safe_point};
 pub use token::{CancellationSource, CancellationToken};

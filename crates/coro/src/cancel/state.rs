@@ -10,10 +10,11 @@
 //! A merged token's state has no sources of its own: it is cancelled by callbacks registered on
 //! its inputs, which it owns; whether it can still be cancelled is asked of those inputs.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
-use std::sync::{Arc, Condvar, Mutex};
+use coro_executor::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use coro_executor::loom::sync::{Condvar, Mutex};
+use coro_executor::loom::thread::{self, ThreadId};
+use std::sync::Arc;
 use std::task::Waker;
-use std::thread::ThreadId;
 
 /// A registered reaction to cancellation.
 pub(crate) enum Reaction {
@@ -200,7 +201,7 @@ impl CancelState {
                 return;
             }
         }
-        let me = std::thread::current().id();
+        let me = thread::current().id();
         while matches!(registry.running, Some((k, t)) if k == key && t != me) {
             registry = self.done.wait(registry).unwrap();
         }
@@ -213,7 +214,7 @@ impl CancelState {
         if self.requested.swap(true, AcqRel) {
             return false;
         }
-        let me = std::thread::current().id();
+        let me = thread::current().id();
         let mut first_panic = None;
         let mut registry = self.registry.lock().unwrap();
         let mut cursor = 0;
