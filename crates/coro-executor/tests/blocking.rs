@@ -4,25 +4,14 @@
 //! `max_blocking_threads(0)` rejected, and shutdown (queued blocking tasks cancelled, running ones
 //! waited for).
 
-use coro_executor::{JoinError, JoinHandle, ThreadPool};
-use futures::executor::block_on;
+use coro_executor::{JoinError, ThreadPool};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-/// Generous bound that turns a hang into a failure; never a performance assertion.
-const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Awaits `handle` on a helper thread; fails the test, naming `what`, if it hangs.
-fn wait<T: Send + 'static>(what: &str, handle: JoinHandle<T>) -> Result<T, JoinError> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(block_on(handle));
-    });
-    rx.recv_timeout(TIMEOUT)
-        .unwrap_or_else(|_| panic!("hung: {what} did not resolve within {TIMEOUT:?}"))
-}
+mod support;
+use support::{TIMEOUT, wait};
 
 /// Polls `cond` until it holds or `limit` passes; fails the test, naming `what`, if it never does.
 fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {

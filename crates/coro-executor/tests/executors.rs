@@ -17,20 +17,9 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::ThreadId;
-use std::time::Duration;
 
-/// Generous bound that turns a hang into a failure; never a performance assertion.
-const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Awaits `handle` on a helper thread; fails the test, naming `what`, if it hangs.
-fn wait<T: Send + 'static>(what: &str, handle: JoinHandle<T>) -> Result<T, JoinError> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(block_on(handle));
-    });
-    rx.recv_timeout(TIMEOUT)
-        .unwrap_or_else(|_| panic!("hung: {what} did not resolve within {TIMEOUT:?}"))
-}
+mod support;
+use support::{TIMEOUT, wait};
 
 /// Receives from `rx`, sending on `pending_tx` once `rx` has returned `Pending` (so its waker is
 /// registered and a later send is a wake-up).

@@ -8,29 +8,10 @@ use futures::channel::oneshot;
 use futures::executor::block_on;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Generous bound that turns a hang into a failure; never a performance assertion.
-const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Awaits `handle` on a helper thread; fails the test, naming `what`, if it hangs.
-fn wait<T: Send + 'static>(what: &str, handle: JoinHandle<T>) -> Result<T, JoinError> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(block_on(handle));
-    });
-    rx.recv_timeout(TIMEOUT)
-        .unwrap_or_else(|_| panic!("hung: {what} did not resolve within {TIMEOUT:?}"))
-}
-
-/// Polls `cond` until it holds; fails the test, naming `what`, if it never does.
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + TIMEOUT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "hung: {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
+mod support;
+use support::{TIMEOUT, wait, wait_until};
 
 /// Sends `()` when dropped.
 struct SendOnDrop(mpsc::Sender<()>);

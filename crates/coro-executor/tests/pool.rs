@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-/// Generous bound that turns a hang into a failure; never a performance assertion.
-const TIMEOUT: Duration = Duration::from_secs(10);
+mod support;
+use support::TIMEOUT;
 
 /// Awaits `handle` on a helper thread; fails the test, naming `what`, if it hangs.
 fn wait<T: Send + 'static>(what: &str, handle: JoinHandle<T>) -> Result<T, JoinError> {

@@ -6,26 +6,16 @@
 //!
 //! Most tests use a single worker, where the order of events is fully determined by the policy.
 
-use coro_executor::{ExecutorHandle, JoinError, JoinHandle, PoolMetrics, ThreadPool, yield_now};
+use coro_executor::{ExecutorHandle, JoinHandle, PoolMetrics, ThreadPool, yield_now};
 use futures::channel::{mpsc as fmpsc, oneshot};
 use futures::executor::block_on;
 use futures::{FutureExt, StreamExt};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Generous bound that turns a hang into a failure; never a performance assertion.
-const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Awaits `handle` on a helper thread; fails the test, naming `what`, if it hangs.
-fn wait<T: Send + 'static>(what: &str, handle: JoinHandle<T>) -> Result<T, JoinError> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(block_on(handle));
-    });
-    rx.recv_timeout(TIMEOUT)
-        .unwrap_or_else(|_| panic!("hung: {what} did not resolve within {TIMEOUT:?}"))
-}
+mod support;
+use support::{TIMEOUT, wait, wait_until};
 
 /// Awaits all `handles` on one helper thread; fails the test, naming `what`, if they hang.
 fn wait_all<T: Send + 'static>(what: &str, handles: Vec<JoinHandle<T>>) -> Vec<T> {
@@ -36,15 +26,6 @@ fn wait_all<T: Send + 'static>(what: &str, handles: Vec<JoinHandle<T>>) -> Vec<T
     });
     rx.recv_timeout(TIMEOUT)
         .unwrap_or_else(|_| panic!("hung: not every {what} resolved within {TIMEOUT:?}"))
-}
-
-/// Polls `cond` until it holds; fails the test, naming `what`, if it never does.
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + TIMEOUT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "hung: {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 fn one_worker() -> ThreadPool {
