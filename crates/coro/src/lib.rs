@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 pub mod cancel;
+mod collect;
 mod local;
 mod task;
 pub mod time;
@@ -58,6 +59,10 @@ pub use coro_executor as executor;
 
 pub use coro_macros::{main, task, test};
 
+pub use collect::{
+    __CollectAllTuple, __TryCollectAllTuple, collect_all_range, collect_all_settled_range,
+    collect_all_windowed, try_collect_all_range,
+};
 pub use coro_executor::{ExecutorHandle, JoinError, JoinHandle, ThreadPool, default_pool};
 pub use local::{AccessError, LocalKey, Scope};
 pub use task::{

@@ -1,0 +1,171 @@
+//! What every collect shares: its children's join handles (cancelled, not detached, when the
+//! collect is dropped), its own cancellation source, and the record of the first failure in time.
+
+use crate::Task;
+use crate::cancel::{CancellationSource, CancellationToken};
+use coro_executor::{JoinError, JoinHandle};
+use std::any::Any;
+use std::future::{Future, poll_fn};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::{Pin, pin};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
+
+/// A caught panic's payload.
+pub(super) type Payload = Box<dyn Any + Send + 'static>;
+
+/// The collect's own cancellation source and the index of the child that failed first.
+pub(super) struct Failure {
+    source: CancellationSource,
+    first: Mutex<Option<usize>>,
+}
+
+impl Failure {
+    pub(super) fn new() -> Arc<Failure> {
+        Arc::new(Failure {
+            source: CancellationSource::new(),
+            first: Mutex::new(None),
+        })
+    }
+
+    /// The token children run with: the caller's (the current task's) merged with the
+    /// collect's own.
+    pub(super) fn child_token(&self) -> CancellationToken {
+        CancellationToken::merge([crate::current_cancellation_token(), self.source.token()])
+    }
+
+    /// Records child `index` as failed; the first to do so cancels its siblings.
+    fn record(&self, index: usize) {
+        let mut first = self.first.lock().unwrap_or_else(PoisonError::into_inner);
+        if first.is_none() {
+            *first = Some(index);
+            drop(first);
+            self.source.request_cancellation();
+        }
+    }
+
+    /// The child that failed first, if any did.
+    pub(super) fn first(&self) -> Option<usize> {
+        *self.first.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Runs `fut`, catching a panic as `Err(payload)`; a panic, or an output that `is_failure`
+/// says is a failure, is recorded in `failure` as child `index`'s.
+async fn guarded<F: Future>(
+    index: usize,
+    failure: Arc<Failure>,
+    is_failure: fn(&F::Output) -> bool,
+    fut: F,
+) -> Result<F::Output, Payload> {
+    let mut fut = pin!(fut);
+    let outcome = poll_fn(
+        |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(value)) => Poll::Ready(Ok(value)),
+            Err(payload) => Poll::Ready(Err(payload)),
+        },
+    )
+    .await;
+    if outcome.as_ref().is_ok_and(|v| !is_failure(v)) {
+        return outcome;
+    }
+    failure.record(index);
+    outcome
+}
+
+/// Spawns child `index` on the current executor, with `token`, guarded by `failure`.
+pub(super) fn spawn_guarded<F>(
+    name: &'static str,
+    index: usize,
+    failure: &Arc<Failure>,
+    token: &CancellationToken,
+    is_failure: fn(&F::Output) -> bool,
+    fut: F,
+) -> JoinHandle<Result<F::Output, Payload>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let body = guarded(index, failure.clone(), is_failure, fut);
+    crate::spawn(
+        Task::new(body)
+            .named(format!("{name}[{index}]"))
+            .with_cancellation(token.clone()),
+    )
+}
+
+/// The join handles of a collect's children, by input index. Dropping it cancels (drops) every
+/// child not yet awaited to completion: a plain drop of a `JoinHandle` would detach it.
+pub(super) struct Children<R> {
+    handles: Vec<Option<JoinHandle<R>>>,
+}
+
+impl<R> Children<R> {
+    pub(super) fn with_capacity(n: usize) -> Self {
+        Children {
+            handles: Vec::with_capacity(n),
+        }
+    }
+
+    /// Adds the handle of the next child in input order.
+    pub(super) fn push(&mut self, handle: JoinHandle<R>) {
+        self.handles.push(Some(handle));
+    }
+
+    /// Sets the handle of child `index` (growing the set as needed).
+    pub(super) fn insert(&mut self, index: usize, handle: JoinHandle<R>) {
+        if self.handles.len() <= index {
+            self.handles.resize_with(index + 1, || None);
+        }
+        self.handles[index] = Some(handle);
+    }
+
+    /// Polls child `index`'s handle; on completion the slot is emptied.
+    pub(super) fn poll_child(
+        &mut self,
+        index: usize,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Result<R, JoinError>> {
+        let slot = &mut self.handles[index];
+        let handle = slot.as_mut().expect("each child is awaited once");
+        let outcome = std::task::ready!(Pin::new(handle).poll(cx));
+        *slot = None;
+        Poll::Ready(outcome)
+    }
+
+    /// Awaits every child in input order (they all run meanwhile) and returns their outcomes.
+    pub(super) async fn join_all(mut self) -> Vec<Result<R, JoinError>> {
+        let mut outcomes = Vec::with_capacity(self.handles.len());
+        for index in 0..self.handles.len() {
+            outcomes.push(poll_fn(|cx| self.poll_child(index, cx)).await);
+        }
+        outcomes
+    }
+}
+
+impl<R> Drop for Children<R> {
+    fn drop(&mut self) {
+        for handle in self.handles.drain(..).flatten() {
+            handle.cancel();
+        }
+    }
+}
+
+/// The outcome of a guarded child as a `JoinError` for a caught panic.
+pub(super) fn flatten<R>(outcome: Result<Result<R, Payload>, JoinError>) -> Result<R, JoinError> {
+    outcome.and_then(|caught| caught.map_err(JoinError::Panicked))
+}
+
+/// A child's value, resuming its panic; `what` names the collect in the message for a child
+/// its executor dropped unfinished.
+pub(super) fn unwrap_child<R>(what: &str, index: usize, outcome: Result<R, JoinError>) -> R {
+    match outcome {
+        Ok(value) => value,
+        Err(JoinError::Panicked(payload)) => std::panic::resume_unwind(payload),
+        Err(JoinError::Cancelled) => panic!(
+            "{what}: child {index} was dropped before it finished: its executor shut down while \
+             the collect was waiting for it"
+        ),
+    }
+}

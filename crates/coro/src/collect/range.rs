@@ -1,0 +1,151 @@
+//! [`collect_all_range`] and [`try_collect_all_range`]: every child at once, results in input
+//! order, the first failure in time cancels the rest.
+
+use super::children::{Children, Failure, flatten, spawn_guarded, unwrap_child};
+use crate::Task;
+use coro_executor::JoinError;
+use std::borrow::Cow;
+use std::future::{Future, IntoFuture};
+use std::panic::Location;
+
+/// Spawns every future of `futs` as a guarded child of a new collect, awaits them all, and
+/// returns their outcomes in input order with the index of the first to fail in time.
+pub(super) async fn run_all<F>(
+    name: &'static str,
+    futs: Vec<F>,
+    is_failure: fn(&F::Output) -> bool,
+) -> (Vec<Result<F::Output, JoinError>>, Option<usize>)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let failure = Failure::new();
+    let token = failure.child_token();
+    let mut children = Children::with_capacity(futs.len());
+    for (index, fut) in futs.into_iter().enumerate() {
+        children.push(spawn_guarded(
+            name, index, &failure, &token, is_failure, fut,
+        ));
+    }
+    let outcomes = children.join_all().await.into_iter().map(flatten).collect();
+    (outcomes, failure.first())
+}
+
+const ALL: &str = "collect_all_range";
+const TRY_ALL: &str = "try_collect_all_range";
+
+/// Runs every future of `iter` concurrently (in parallel on a [`ThreadPool`](crate::ThreadPool))
+/// and returns their outputs in input order (folly's `collectAllRange`).
+///
+/// The result is a lazy [`Task`] named `collect_all_range`: nothing starts until it is awaited
+/// (the iterator itself is consumed here, turning each item into its future). Each child is
+/// spawned on the current executor with a cancellation token merged from the caller's and the
+/// collect's own.
+///
+/// # Panics
+///
+/// The first child to panic, in time, cancels its siblings' token; once every child has
+/// finished, that panic is resumed in the awaiter. Dropping the collect drops every unfinished
+/// child.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let squares = coro::collect_all_range((1..=4u64).map(|i| async move {
+///     // Later inputs finish first; the results are still in input order.
+///     coro::time::sleep(Duration::from_millis(8 - 2 * i)).await.unwrap();
+///     i * i
+/// }));
+/// assert_eq!(coro::block_wait(squares), [1, 4, 9, 16]);
+/// ```
+#[track_caller]
+pub fn collect_all_range<I, T>(iter: I) -> Task<Vec<T>>
+where
+    I: IntoIterator,
+    I::Item: IntoFuture<Output = T>,
+    <I::Item as IntoFuture>::IntoFuture: Send + 'static,
+    T: Send + 'static,
+{
+    let futs: Vec<_> = iter.into_iter().map(IntoFuture::into_future).collect();
+    Task::with_frame(all(ALL, futs), Cow::Borrowed(ALL), Location::caller())
+}
+
+/// Like [`collect_all_range`], for children that return `Result<T, E>`: `Ok` with every value in
+/// input order, or the first failure in time (folly's `collectAllTryRange` plus early exit).
+///
+/// The first child to fail, by returning `Err` or by panicking, cancels its siblings' token;
+/// once every child has finished, that `Err` is returned (or that panic resumed). Later
+/// failures are discarded. Lazy, a [`Task`] named `try_collect_all_range`.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let all_ok = coro::try_collect_all_range((1..=3u32).map(|i| async move { Ok::<_, String>(i) }));
+/// assert_eq!(coro::block_wait(all_ok), Ok(vec![1, 2, 3]));
+///
+/// let failing = coro::try_collect_all_range((0..3u32).map(|i| async move {
+///     if i == 1 {
+///         return Err(format!("child {i} failed"));
+///     }
+///     // The siblings are cancelled: this sleep returns Err(Cancelled) at once.
+///     coro::time::sleep(Duration::from_secs(60)).await.map_err(|e| e.to_string())?;
+///     Ok(i)
+/// }));
+/// assert_eq!(coro::block_wait(failing), Err("child 1 failed".to_owned()));
+/// ```
+#[track_caller]
+pub fn try_collect_all_range<I, T, E>(iter: I) -> Task<Result<Vec<T>, E>>
+where
+    I: IntoIterator,
+    I::Item: IntoFuture<Output = Result<T, E>>,
+    <I::Item as IntoFuture>::IntoFuture: Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+{
+    let futs: Vec<_> = iter.into_iter().map(IntoFuture::into_future).collect();
+    Task::with_frame(
+        try_all(TRY_ALL, futs),
+        Cow::Borrowed(TRY_ALL),
+        Location::caller(),
+    )
+}
+
+/// The body of a `try_` collect named `name`: `Ok` with every value in input order, or the
+/// first failure in time.
+pub(super) async fn try_all<F, T, E>(name: &'static str, futs: Vec<F>) -> Result<Vec<T>, E>
+where
+    F: Future<Output = Result<T, E>> + Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+{
+    let (mut outcomes, first) = run_all(name, futs, Result::is_err).await;
+    if let Some(index) = first {
+        return Err(unwrap_child(name, index, outcomes.swap_remove(index))
+            .err()
+            .expect("the first failure of a try_ collect is an Err or a panic"));
+    }
+    outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(index, outcome)| unwrap_child(name, index, outcome))
+        .collect()
+}
+
+/// The body of a collect named `name`: every value in input order, or the first panic in time
+/// resumed.
+pub(super) async fn all<F>(name: &'static str, futs: Vec<F>) -> Vec<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let (mut outcomes, first) = run_all(name, futs, |_| false).await;
+    if let Some(index) = first {
+        unwrap_child(name, index, outcomes.swap_remove(index));
+        unreachable!("the first failure of {name} is a panic");
+    }
+    outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(index, outcome)| unwrap_child(name, index, outcome))
+        .collect()
+}

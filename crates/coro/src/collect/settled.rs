@@ -1,0 +1,48 @@
+//! [`collect_all_settled_range`]: every child's outcome, never cancelling siblings.
+
+use super::children::Children;
+use crate::Task;
+use coro_executor::JoinError;
+use std::borrow::Cow;
+use std::future::IntoFuture;
+use std::panic::Location;
+
+const NAME: &str = "collect_all_settled_range";
+
+/// Runs every future of `iter` concurrently and returns each one's outcome in input order:
+/// `Ok(value)`, or `Err(JoinError::Panicked)` for a child that panicked (folly's
+/// `collectAllTryRange`).
+///
+/// A failure never cancels the siblings: each child runs with the caller's cancellation token,
+/// to its end. Lazy, a [`Task`] named `collect_all_settled_range`; dropping it drops every
+/// unfinished child.
+///
+/// ```
+/// let outcomes = coro::block_wait(coro::collect_all_settled_range((0..3u32).map(|i| async move {
+///     assert_ne!(i, 1, "child 1 fails");
+///     i
+/// })));
+/// assert_eq!(*outcomes[0].as_ref().unwrap(), 0);
+/// assert!(outcomes[1].as_ref().unwrap_err().is_panic());
+/// assert_eq!(*outcomes[2].as_ref().unwrap(), 2);
+/// ```
+#[track_caller]
+pub fn collect_all_settled_range<I, T>(iter: I) -> Task<Vec<Result<T, JoinError>>>
+where
+    I: IntoIterator,
+    I::Item: IntoFuture<Output = T>,
+    <I::Item as IntoFuture>::IntoFuture: Send + 'static,
+    T: Send + 'static,
+{
+    let futs: Vec<_> = iter.into_iter().map(IntoFuture::into_future).collect();
+    let body = async move {
+        let mut children = Children::with_capacity(futs.len());
+        for (index, fut) in futs.into_iter().enumerate() {
+            children.push(crate::spawn(
+                Task::new(fut).named(format!("{NAME}[{index}]")),
+            ));
+        }
+        children.join_all().await
+    };
+    Task::with_frame(body, Cow::Borrowed(NAME), Location::caller())
+}
