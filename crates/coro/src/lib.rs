@@ -46,6 +46,7 @@ pub mod __private {
     pub use crate::private::block_wait_timeout;
 }
 mod private;
+mod scope;
 
 /// The engine: thread pools, executors, join handles, the blocking pool and timers.
 ///
@@ -61,10 +62,12 @@ pub use coro_macros::{main, task, test};
 
 pub use collect::{
     __CollectAllTuple, __TryCollectAllTuple, collect_all_range, collect_all_settled_range,
-    collect_all_windowed, try_collect_all_range,
+    collect_all_unordered, collect_all_windowed, collect_any, collect_any_no_discard,
+    try_collect_all_range, try_collect_any,
 };
 pub use coro_executor::{ExecutorHandle, JoinError, JoinHandle, ThreadPool, default_pool};
 pub use local::{AccessError, LocalKey, Scope};
+pub use scope::{AsyncScope, ScopeError, ScopeStatus};
 pub use task::{
     Task, TaskWithExecutor, block_wait, current_cancellation_token, current_executor, spawn,
     spawn_blocking, yield_now,

@@ -1,0 +1,236 @@
+//! [`collect_any`], [`try_collect_any`] and [`collect_any_no_discard`]: the first child to finish
+//! decides; the rest are cancelled and awaited (cooperative, as folly).
+
+use super::children::unwrap_child;
+use super::range::run_all;
+use crate::Task;
+use coro_executor::JoinError;
+use std::borrow::Cow;
+use std::future::{Future, IntoFuture};
+use std::panic::Location;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const ANY: &str = "collect_any";
+const TRY_ANY: &str = "try_collect_any";
+const NO_DISCARD: &str = "collect_any_no_discard";
+
+/// Turns `iter` into its futures, panicking (at the caller) if there are none.
+#[track_caller]
+fn futures_of<I>(name: &str, iter: I) -> Vec<<I::Item as IntoFuture>::IntoFuture>
+where
+    I: IntoIterator,
+    I::Item: IntoFuture,
+{
+    let futs: Vec<_> = iter.into_iter().map(IntoFuture::into_future).collect();
+    assert!(
+        !futs.is_empty(),
+        "{name}: the input is empty, so no child could ever finish first; pass at least one \
+         future, or use collect_all_range (which gives an empty Vec for no input)"
+    );
+    futs
+}
+
+/// Called when no child finished at all: every one was dropped by its executor. Panics with
+/// [`unwrap_child`]'s message for the first of them.
+fn no_finisher<R>(name: &str, outcomes: Vec<Result<R, JoinError>>) -> ! {
+    for (index, outcome) in outcomes.into_iter().enumerate() {
+        unwrap_child(name, index, outcome);
+    }
+    unreachable!("{name}: a child that finished is recorded as the first finisher")
+}
+
+/// Runs every future of `iter` concurrently and returns the index and output of the first to
+/// finish, in time (folly's `collectAny`).
+///
+/// The first child to finish decides: it cancels its siblings' token (the collect's own,
+/// merged into each child's with the caller's), every sibling is awaited (cancellation is
+/// cooperative: a child that ignores it is waited for), then the first finisher's value is
+/// returned, or its panic resumed. The siblings' later outputs and panics are discarded.
+///
+/// Lazy, a [`Task`] named `collect_any`: nothing starts until it is awaited. Dropping it drops
+/// every unfinished child.
+///
+/// # Panics
+///
+/// At once (at the call) if `iter` is empty: there would be no first finisher. Use
+/// [`collect_all_range`](crate::collect_all_range) if the input may be empty.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let fastest = coro::collect_any([100, 10, 60_000].map(|ms| async move {
+///     // The slower children's sleeps return Err(Cancelled) once the fastest has finished.
+///     let _ = coro::time::sleep(Duration::from_millis(ms)).await;
+///     ms
+/// }));
+/// assert_eq!(coro::block_wait(fastest), (1, 10));
+/// ```
+#[track_caller]
+pub fn collect_any<I, T>(iter: I) -> Task<(usize, T)>
+where
+    I: IntoIterator,
+    I::Item: IntoFuture<Output = T>,
+    <I::Item as IntoFuture>::IntoFuture: Send + 'static,
+    T: Send + 'static,
+{
+    let futs = futures_of(ANY, iter);
+    let body = async move {
+        // Every outcome counts as decisive: the first in time cancels the rest.
+        let (mut outcomes, first) = run_all(ANY, futs, |_| true).await;
+        let Some(index) = first else {
+            no_finisher(ANY, outcomes)
+        };
+        (index, unwrap_child(ANY, index, outcomes.swap_remove(index)))
+    };
+    Task::with_frame(body, Cow::Borrowed(ANY), Location::caller())
+}
+
+/// Like [`collect_any`], for children that return `Result<T, E>`: the first `Ok` in time wins,
+/// with its index; if every child returns `Err`, the last `Err` in time is returned (folly's
+/// `collectAnyWithoutException`).
+///
+/// An `Err` never decides: the others keep running. The first child to return `Ok` or to
+/// panic, in time, decides: it cancels its siblings' token, every sibling is awaited, then that
+/// `Ok` is returned or that panic resumed; later outcomes are discarded. So a child that panics
+/// before any `Ok` has been returned has its panic resumed, even if other children had already
+/// returned `Err`.
+///
+/// Lazy, a [`Task`] named `try_collect_any`; dropping it drops every unfinished child.
+///
+/// # Panics
+///
+/// At once (at the call) if `iter` is empty: there would be neither an `Ok` nor an `Err` to
+/// return.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let first_ok = coro::try_collect_any((0..3u64).map(|i| async move {
+///     if i == 0 {
+///         return Err(format!("child {i} failed")); // first, but an Err does not decide
+///     }
+///     let ms = if i == 1 { 10 } else { 60_000 };
+///     coro::time::sleep(Duration::from_millis(ms)).await.map_err(|e| e.to_string())?;
+///     Ok(i)
+/// }));
+/// assert_eq!(coro::block_wait(first_ok), Ok((1, 1)));
+///
+/// let all_fail = coro::try_collect_any((0..3u64).map(|i| async move {
+///     coro::time::sleep(Duration::from_millis(60 - 25 * i)).await.unwrap();
+///     Err::<(), _>(i)
+/// }));
+/// assert_eq!(coro::block_wait(all_fail), Err(0)); // child 0 slept longest: the last Err
+/// ```
+#[track_caller]
+pub fn try_collect_any<I, T, E>(iter: I) -> Task<Result<(usize, T), E>>
+where
+    I: IntoIterator,
+    I::Item: IntoFuture<Output = Result<T, E>>,
+    <I::Item as IntoFuture>::IntoFuture: Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+{
+    let futs = futures_of(TRY_ANY, iter);
+    let body = async move {
+        // Each child's output is stamped with its completion order, to find the last Err.
+        let finished = Arc::new(AtomicUsize::new(0));
+        let stamped: Vec<_> = futs
+            .into_iter()
+            .map(|fut| stamp(fut, finished.clone()))
+            .collect();
+        let (mut outcomes, first) = run_all(TRY_ANY, stamped, |(r, _)| r.is_ok()).await;
+        if let Some(index) = first {
+            let (result, _) = unwrap_child(TRY_ANY, index, outcomes.swap_remove(index));
+            return Ok((
+                index,
+                result
+                    .ok()
+                    .expect("the first decisive child returned Ok or panicked"),
+            ));
+        }
+        // No Ok and no panic: every child returned Err (or was dropped by its executor).
+        let mut last: Option<(usize, E)> = None;
+        for (index, outcome) in outcomes.into_iter().enumerate() {
+            let (result, order) = unwrap_child(TRY_ANY, index, outcome);
+            let err = result.err().expect("a child that returned Ok decides");
+            if last.as_ref().is_none_or(|(latest, _)| order > *latest) {
+                last = Some((order, err));
+            }
+        }
+        Err(last.expect("the input is not empty").1)
+    };
+    Task::with_frame(body, Cow::Borrowed(TRY_ANY), Location::caller())
+}
+
+/// Runs `fut`, then pairs its output with its completion order among the users of `finished`.
+async fn stamp<F: Future>(fut: F, finished: Arc<AtomicUsize>) -> (F::Output, usize) {
+    let output = fut.await;
+    (output, finished.fetch_add(1, Ordering::SeqCst))
+}
+
+/// Like [`collect_any`], but keeps every output: once the first child finishes, the rest are
+/// cancelled and awaited, and the output of each child that returned one is given back, in
+/// input order (folly's `collectAnyNoDiscard`).
+///
+/// Cancellation is cooperative: a cancelled child still returns an output of its own (its
+/// sleep returned `Err(Cancelled)`, say), unless it panics. So the result holds one output per
+/// child that did not panic, in input order: the first finisher's, those that finished at about
+/// the same time, those that ignored cancellation, and whatever the cancelled ones returned.
+/// Give the children an output that tells them apart (a `Result` or an `Option`, as in the
+/// example) to keep only the values produced before cancellation. The first finisher decides
+/// on panics: if it panicked, that panic is resumed once all have finished; a later child's
+/// panic is discarded, and that child has no entry in the result.
+///
+/// Lazy, a [`Task`] named `collect_any_no_discard`; dropping it drops every unfinished child.
+///
+/// # Panics
+///
+/// At once (at the call) if `iter` is empty: there would be no first finisher.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let outputs = coro::collect_any_no_discard([60_000, 5].map(|ms| async move {
+///     // Ok(ms) if the sleep ran to its end, Err(Cancelled) if it was cut short.
+///     coro::time::sleep(Duration::from_millis(ms)).await.map(|()| ms)
+/// }));
+/// let outputs = coro::block_wait(outputs);
+/// assert_eq!(outputs.len(), 2);
+/// assert!(outputs[0].is_err()); // cancelled
+/// assert_eq!(outputs[1], Ok(5)); // the first finisher
+/// ```
+#[track_caller]
+pub fn collect_any_no_discard<I, T>(iter: I) -> Task<Vec<T>>
+where
+    I: IntoIterator,
+    I::Item: IntoFuture<Output = T>,
+    <I::Item as IntoFuture>::IntoFuture: Send + 'static,
+    T: Send + 'static,
+{
+    let futs = futures_of(NO_DISCARD, iter);
+    let body = async move {
+        let (outcomes, first) = run_all(NO_DISCARD, futs, |_| true).await;
+        let Some(first) = first else {
+            no_finisher(NO_DISCARD, outcomes)
+        };
+        let mut values = Vec::with_capacity(outcomes.len());
+        let mut first_panic = None;
+        for (index, outcome) in outcomes.into_iter().enumerate() {
+            match outcome {
+                Ok(value) => values.push(value),
+                Err(JoinError::Panicked(payload)) if index == first => first_panic = Some(payload),
+                // A later panic is discarded.
+                Err(JoinError::Panicked(_)) => {}
+                Err(cancelled) => {
+                    unwrap_child::<T>(NO_DISCARD, index, Err(cancelled));
+                }
+            }
+        }
+        if let Some(payload) = first_panic {
+            std::panic::resume_unwind(payload);
+        }
+        values
+    };
+    Task::with_frame(body, Cow::Borrowed(NO_DISCARD), Location::caller())
+}
