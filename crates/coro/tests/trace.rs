@@ -188,6 +188,45 @@ mod dump {
     }
 
     #[test]
+    fn collect_children_show_under_the_task_running_the_collect() {
+        let pool = ThreadPool::new(2).unwrap();
+        let (senders, receivers): (Vec<_>, Vec<_>) =
+            (0..3).map(|_| oneshot::channel::<()>()).unzip();
+        let root = Task::new(async move {
+            let children = receivers.into_iter().map(|rx| async move {
+                rx.await.ok();
+            });
+            coro::collect_all_range(children).await;
+        })
+        .named("fan_out")
+        .schedule_on(&pool)
+        .start();
+        let dump = dump_until("the collect's parent suspended in the collect", |t| {
+            t.name() == "fan_out" && t.frames().iter().any(|f| f.name() == "collect_all_range")
+        });
+        let parent = dump
+            .tasks()
+            .iter()
+            .find(|t| t.name() == "fan_out")
+            .unwrap()
+            .id();
+        let dump = dump_until("three children under the parent", |_| {
+            dump_all()
+                .tasks()
+                .iter()
+                .filter(|t| t.parent_id() == Some(parent))
+                .count()
+                == 3
+        });
+        let text = dump.to_string();
+        assert!(text.contains("at collect_all_range ("), "{text}");
+        for tx in senders {
+            tx.send(()).unwrap();
+        }
+        block_wait(root).unwrap();
+    }
+
+    #[test]
     fn dump_all_does_not_wait_for_a_task_stuck_in_a_long_poll() {
         let pool = ThreadPool::new(1).unwrap();
         let release = Arc::new(AtomicBool::new(false));
