@@ -37,10 +37,8 @@ where
     let futs: Vec<_> = iter.into_iter().map(IntoFuture::into_future).collect();
     let body = async move {
         let mut children = Children::with_capacity(futs.len());
-        for (index, fut) in futs.into_iter().enumerate() {
-            children.push(crate::spawn(
-                Task::new(fut).named(format!("{NAME}[{index}]")),
-            ));
+        for fut in futs {
+            children.push(crate::spawn(Task::new(fut).named(NAME)));
         }
         children.join_all().await
     };
