@@ -8,45 +8,13 @@ use coro::{
     try_collect_any,
 };
 use futures::{FutureExt, StreamExt};
-use std::any::Any;
-use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_default()
-}
-
-/// Sets its flag when dropped (also when the future holding it completes).
-struct SetOnDrop(Arc<AtomicBool>);
-
-impl Drop for SetOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, SeqCst);
-    }
-}
-
-/// Counts its drops.
-struct CountDrop(Arc<AtomicUsize>);
-
-impl Drop for CountDrop {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, SeqCst);
-    }
-}
+mod support;
+use support::{BoxFuture, CountDrop, SetOnDrop, ms, panic_message};
 
 fn flags(n: usize) -> Vec<Arc<AtomicBool>> {
     (0..n).map(|_| Arc::new(AtomicBool::new(false))).collect()
