@@ -17,15 +17,14 @@
 //!
 //! Run with `cargo bench -p coro-benches --bench collect`.
 
+use coro_benches::AsyncExecutorRt;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
-use futures::channel::oneshot;
 use futures::future::{FutureExt, Shared, join_all};
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::thread;
 use std::time::Duration;
 
 /// Worker threads of every runtime.
@@ -60,47 +59,6 @@ fn tokio_rt() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("tokio runtime")
-}
-
-/// A leaked `async_executor::Executor` run by `WORKERS` std threads (as in
-/// `rt_multi_threaded.rs`) until dropped.
-struct AsyncExecutorRt {
-    ex: &'static async_executor::Executor<'static>,
-    /// Dropping a sender stops its thread's `ex.run(..)`.
-    stops: Vec<oneshot::Sender<()>>,
-    threads: Vec<thread::JoinHandle<()>>,
-}
-
-impl AsyncExecutorRt {
-    fn new(workers: usize) -> Self {
-        let ex: &'static async_executor::Executor<'static> =
-            Box::leak(Box::new(async_executor::Executor::new()));
-        let mut stops = Vec::with_capacity(workers);
-        let mut threads = Vec::with_capacity(workers);
-        for index in 0..workers {
-            let (stop, stopped) = oneshot::channel::<()>();
-            let thread = thread::Builder::new()
-                .name(format!("async-executor-{index}"))
-                .spawn(move || {
-                    futures_lite::future::block_on(ex.run(async {
-                        let _ = stopped.await;
-                    }))
-                })
-                .expect("async-executor thread");
-            stops.push(stop);
-            threads.push(thread);
-        }
-        AsyncExecutorRt { ex, stops, threads }
-    }
-}
-
-impl Drop for AsyncExecutorRt {
-    fn drop(&mut self) {
-        self.stops.clear();
-        for thread in self.threads.drain(..) {
-            thread.join().expect("async-executor thread panicked");
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 //! Run with `cargo bench -p coro-benches --bench rt_multi_threaded`; `benches/ratios.py` turns
 //! criterion's estimates into the table of `benches/README.md`.
 
+use coro_benches::AsyncExecutorRt;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use futures::channel::oneshot;
@@ -24,7 +25,6 @@ use std::future::Future;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, mpsc};
-use std::thread;
 use std::time::Duration;
 
 /// Worker threads of every runtime.
@@ -249,14 +249,6 @@ impl Runtime for tokio::runtime::Runtime {
 // ---------------------------------------------------------------------------------------------
 // async-executor
 
-/// A leaked `async_executor::Executor` run by `WORKERS` std threads until dropped.
-struct AsyncExecutorRt {
-    ex: &'static async_executor::Executor<'static>,
-    /// Dropping a sender stops its thread's `ex.run(..)`.
-    stops: Vec<oneshot::Sender<()>>,
-    threads: Vec<thread::JoinHandle<()>>,
-}
-
 /// Spawns inside an async-executor through the `&'static` executor.
 #[derive(Clone, Copy)]
 struct AsyncExecutorSpawner(&'static async_executor::Executor<'static>);
@@ -280,26 +272,7 @@ impl Runtime for AsyncExecutorRt {
     type Handle = async_executor::Task<()>;
 
     fn build(workers: usize) -> Self {
-        // Leaked (one small allocation per bench function) so that tasks can hold a plain
-        // `&'static` to spawn with, as the other runtimes spawn through a thread-local.
-        let ex: &'static async_executor::Executor<'static> =
-            Box::leak(Box::new(async_executor::Executor::new()));
-        let mut stops = Vec::with_capacity(workers);
-        let mut threads = Vec::with_capacity(workers);
-        for index in 0..workers {
-            let (stop, stopped) = oneshot::channel::<()>();
-            let thread = thread::Builder::new()
-                .name(format!("async-executor-{index}"))
-                .spawn(move || {
-                    futures_lite::future::block_on(ex.run(async {
-                        let _ = stopped.await;
-                    }))
-                })
-                .expect("async-executor thread");
-            stops.push(stop);
-            threads.push(thread);
-        }
-        AsyncExecutorRt { ex, stops, threads }
+        AsyncExecutorRt::new(workers)
     }
 
     fn spawner(&self) -> AsyncExecutorSpawner {
@@ -322,15 +295,6 @@ impl Runtime for AsyncExecutorRt {
 
     async fn join(handle: Self::Handle) {
         handle.await;
-    }
-}
-
-impl Drop for AsyncExecutorRt {
-    fn drop(&mut self) {
-        self.stops.clear();
-        for thread in self.threads.drain(..) {
-            thread.join().expect("async-executor thread panicked");
-        }
     }
 }
 
