@@ -31,6 +31,33 @@
 //!
 //! [`trace::current_stack`] shows the chain of tasks awaiting one another; [`cancel`] has
 //! cooperative cancellation and [`time`] cancellation-aware sleeps and timeouts; [`task_local!`] declares values that child tasks inherit.
+//!
+//! [`sync`] shares work and data between tasks: a [`SharedPromise`](sync::SharedPromise) or a
+//! [`Task::shared`] computation fans one result out to many waiters, and
+//! [`SharedMutexFair`](sync::SharedMutexFair) is a fair reader-writer lock for the state they
+//! guard.
+//!
+//! ```
+//! use coro::sync::SharedMutexFair;
+//! use std::sync::Arc;
+//!
+//! let cache = Arc::new(SharedMutexFair::new(std::collections::HashMap::new()));
+//! let profile = coro::Task::new(async { "ada".to_string() }).shared();
+//! let value = coro::block_wait({
+//!     let cache = cache.clone();
+//!     async move {
+//!         let entry = cache.upgradable_read().await;
+//!         if let Some(hit) = entry.get(&1) {
+//!             return String::clone(hit);
+//!         }
+//!         let loaded = profile.await; // one computation, however many ask
+//!         entry.upgrade().await.insert(1, loaded.clone());
+//!         loaded
+//!     }
+//! });
+//! assert_eq!(value, "ada");
+//! assert_eq!(cache.try_read().unwrap().len(), 1);
+//! ```
 
 #![warn(missing_docs)]
 
@@ -47,6 +74,7 @@ pub mod __private {
 }
 mod private;
 mod scope;
+pub mod sync;
 
 /// The engine: thread pools, executors, join handles, the blocking pool and timers.
 ///

@@ -4,6 +4,7 @@ use super::context::{Context, enter_context_if_changed, with_context};
 use super::stack::with_stack;
 use super::with_executor::TaskWithExecutor;
 use crate::cancel::CancellationToken;
+use crate::sync::SharedTask;
 use crate::trace::frame::{Frame, FrameNode};
 use coro_executor::ExecutorHandle;
 use std::borrow::Cow;
@@ -142,6 +143,23 @@ impl<T: Send + 'static> Task<T> {
     /// ```
     pub fn schedule_on(self, executor: impl Into<ExecutorHandle>) -> TaskWithExecutor<T> {
         TaskWithExecutor::new(self, executor.into())
+    }
+
+    /// Makes the task shareable: the returned [`SharedTask`] can be cloned and awaited from
+    /// anywhere; the task runs once, on the first await, and every awaiter gets a clone of its
+    /// value (a panic makes every awaiter panic with the same message).
+    ///
+    /// ```
+    /// let answer = coro::Task::new(async { 42 }).shared();
+    /// let again = answer.clone();
+    /// assert_eq!(coro::block_wait(answer), 42);
+    /// assert_eq!(coro::block_wait(again), 42);
+    /// ```
+    pub fn shared(self) -> SharedTask<T>
+    where
+        T: Clone + Sync,
+    {
+        SharedTask::new(self)
     }
 }
 

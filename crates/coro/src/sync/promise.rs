@@ -1,0 +1,341 @@
+//! [`SharedPromise`] and [`SharedFuture`]: one value, any number of waiters.
+//!
+//! The promise keeps its state behind a short mutex: empty, fulfilled with the value inline
+//! (no future was ever handed out, so nothing was allocated), or shared with the futures
+//! through an `Arc`. The shared part is written once (the value, then a `SET` flag with release
+//! ordering) and read lock-free by the futures; waiting uses `event-listener`'s register-then-
+//! look-again protocol, so a fulfilment racing a future's registration is never missed.
+
+use super::{BrokenPromise, PromiseAlreadySatisfied};
+use coro_executor::loom::UnsafeCell;
+use coro_executor::loom::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
+use coro_executor::loom::sync::{Arc, Mutex};
+use event_listener::{Event, EventListener};
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+const EMPTY: u8 = 0;
+const SET: u8 = 1;
+const BROKEN: u8 = 2;
+
+/// What the promise and its futures share once a future was handed out.
+struct Inner<T> {
+    state: AtomicU8,
+    /// Written once, under the promise's mutex, before `state` becomes `SET`.
+    value: UnsafeCell<Option<T>>,
+    event: Event,
+    /// Futures alive that wait here (for `pending`).
+    futures: AtomicUsize,
+}
+
+// SAFETY: `value` is written once, by the promise holding its mutex, before `state` is stored
+// `SET` with release ordering; after that it is only read (`&T`, cloned) by futures on any
+// thread that loaded `SET` with acquire ordering. Sharing it so needs `T: Send + Sync`.
+unsafe impl<T: Send + Sync> Sync for Inner<T> {}
+// SAFETY: the value moves with the last owner of the `Arc`, so it needs `T: Send`.
+unsafe impl<T: Send> Send for Inner<T> {}
+
+impl<T> Inner<T> {
+    /// The value, once `SET` was seen.
+    fn value(&self) -> &T {
+        // SAFETY: only called after an acquire load saw `SET`: the single write happened
+        // before, and nothing writes again.
+        self.value
+            .with(|value| unsafe { (*value).as_ref() })
+            .expect("SET without a value")
+    }
+}
+
+enum Slot<T> {
+    Empty,
+    /// Fulfilled before any future was asked for: the value lives here, unallocated.
+    Fulfilled(T),
+    Shared(Arc<Inner<T>>),
+}
+
+/// A promise many futures can wait on (folly's `coro::SharedPromise`).
+///
+/// [`get_future`](Self::get_future) hands out any number of [`SharedFuture`]s, before or after
+/// [`set_value`](Self::set_value); each resolves to a clone of the value. Waiters resume
+/// through their own wakers, so each continues on its own executor; fulfilling wakes them all
+/// and runs none inline. Dropped unfulfilled, the promise resolves every future to
+/// `Err(`[`BrokenPromise`]`)`. A promise fulfilled before it handed out a future allocates
+/// nothing.
+///
+/// ```
+/// use coro::sync::SharedPromise;
+///
+/// let promise = SharedPromise::new();
+/// let early = promise.get_future();
+/// let waiters: Vec<_> = (0..3).map(|_| coro::spawn(promise.get_future())).collect();
+/// assert_eq!(promise.pending(), 4);
+/// promise.set_value("config".to_string()).unwrap();
+/// for waiter in waiters {
+///     assert_eq!(coro::block_wait(waiter).unwrap().unwrap(), "config");
+/// }
+/// assert_eq!(coro::block_wait(early).unwrap(), "config");
+/// assert!(promise.set_value("again".to_string()).is_err());
+/// ```
+pub struct SharedPromise<T> {
+    slot: Mutex<Slot<T>>,
+}
+
+impl<T: Clone + Send + Sync> SharedPromise<T> {
+    /// An unfulfilled promise.
+    ///
+    /// ```
+    /// let promise = coro::sync::SharedPromise::<u32>::new();
+    /// assert!(!promise.is_fulfilled());
+    /// ```
+    pub fn new() -> Self {
+        SharedPromise {
+            slot: Mutex::new(Slot::Empty),
+        }
+    }
+
+    /// A future of the value: ready at once if the promise is fulfilled.
+    ///
+    /// ```
+    /// let promise = coro::sync::SharedPromise::new();
+    /// promise.set_value(3).unwrap();
+    /// assert_eq!(coro::block_wait(promise.get_future()), Ok(3));
+    /// ```
+    pub fn get_future(&self) -> SharedFuture<T> {
+        let mut slot = self.lock_slot();
+        let repr = match &*slot {
+            Slot::Fulfilled(value) => Repr::Ready(Some(value.clone())),
+            Slot::Shared(inner) => Repr::waiting(inner.clone()),
+            Slot::Empty => {
+                let inner = Arc::new(Inner {
+                    state: AtomicU8::new(EMPTY),
+                    value: UnsafeCell::new(None),
+                    event: Event::new(),
+                    futures: AtomicUsize::new(0),
+                });
+                *slot = Slot::Shared(inner.clone());
+                Repr::waiting(inner)
+            }
+        };
+        SharedFuture { repr }
+    }
+
+    /// Fulfils the promise and wakes every waiting future.
+    ///
+    /// # Errors
+    ///
+    /// [`PromiseAlreadySatisfied`] if it was fulfilled before; the first value stays.
+    ///
+    /// ```
+    /// let promise = coro::sync::SharedPromise::new();
+    /// assert!(promise.set_value(1).is_ok());
+    /// assert_eq!(promise.set_value(2), Err(coro::sync::PromiseAlreadySatisfied));
+    /// assert_eq!(coro::block_wait(promise.get_future()), Ok(1));
+    /// ```
+    pub fn set_value(&self, value: T) -> Result<(), PromiseAlreadySatisfied> {
+        let inner = {
+            let mut slot = self.lock_slot();
+            match &*slot {
+                Slot::Fulfilled(_) => return Err(PromiseAlreadySatisfied),
+                Slot::Empty => {
+                    *slot = Slot::Fulfilled(value);
+                    return Ok(());
+                }
+                Slot::Shared(inner) => {
+                    if inner.state.load(Acquire) != EMPTY {
+                        return Err(PromiseAlreadySatisfied);
+                    }
+                    // SAFETY: the promise's mutex is held and `state` is still `EMPTY`: no
+                    // future reads `value` yet, and no other `set_value` can be here.
+                    inner.value.with_mut(|slot| unsafe { *slot = Some(value) });
+                    inner.state.store(SET, Release);
+                    inner.clone()
+                }
+            }
+        };
+        // Outside the promise's lock: waking runs no waiter here, but keep the lock short.
+        inner.event.notify(usize::MAX);
+        Ok(())
+    }
+
+    /// Whether [`set_value`](Self::set_value) succeeded.
+    ///
+    /// ```
+    /// let promise = coro::sync::SharedPromise::new();
+    /// promise.set_value(()).unwrap();
+    /// assert!(promise.is_fulfilled());
+    /// ```
+    pub fn is_fulfilled(&self) -> bool {
+        match &*self.lock_slot() {
+            Slot::Empty => false,
+            Slot::Fulfilled(_) => true,
+            Slot::Shared(inner) => inner.state.load(Acquire) == SET,
+        }
+    }
+
+    /// How many futures handed out before fulfilment are still alive (waiting); 0 once
+    /// fulfilled.
+    ///
+    /// ```
+    /// let promise = coro::sync::SharedPromise::<u8>::new();
+    /// let a = promise.get_future();
+    /// let b = a.clone();
+    /// assert_eq!(promise.pending(), 2);
+    /// drop(a);
+    /// assert_eq!(promise.pending(), 1);
+    /// promise.set_value(1).unwrap();
+    /// assert_eq!(promise.pending(), 0);
+    /// # drop(b);
+    /// ```
+    pub fn pending(&self) -> usize {
+        match &*self.lock_slot() {
+            Slot::Shared(inner) if inner.state.load(Acquire) == EMPTY => {
+                inner.futures.load(Acquire)
+            }
+            _ => 0,
+        }
+    }
+}
+
+impl<T> SharedPromise<T> {
+    fn lock_slot(&self) -> coro_executor::loom::sync::MutexGuard<'_, Slot<T>> {
+        // The slot is only changed by short sections that cannot leave it half-written; a
+        // panicking `T::clone` poisons nothing that matters.
+        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<T: Clone + Send + Sync> Default for SharedPromise<T> {
+    fn default() -> Self {
+        SharedPromise::new()
+    }
+}
+
+impl<T> Drop for SharedPromise<T> {
+    fn drop(&mut self) {
+        let slot = std::mem::replace(&mut *self.lock_slot(), Slot::Empty);
+        if let Slot::Shared(inner) = slot {
+            if inner.state.load(Acquire) == EMPTY {
+                inner.state.store(BROKEN, Release);
+                inner.event.notify(usize::MAX);
+            }
+        }
+    }
+}
+
+impl<T> fmt::Debug for SharedPromise<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fulfilled = match &*self.lock_slot() {
+            Slot::Empty => false,
+            Slot::Fulfilled(_) => true,
+            Slot::Shared(inner) => inner.state.load(Acquire) == SET,
+        };
+        f.debug_struct("SharedPromise")
+            .field("fulfilled", &fulfilled)
+            .finish()
+    }
+}
+
+enum Repr<T> {
+    /// From a promise fulfilled before any future was asked for.
+    Ready(Option<T>),
+    Waiting {
+        inner: Arc<Inner<T>>,
+        listener: Option<EventListener>,
+    },
+}
+
+impl<T> Repr<T> {
+    fn waiting(inner: Arc<Inner<T>>) -> Self {
+        inner.futures.fetch_add(1, AcqRel);
+        Repr::Waiting {
+            inner,
+            listener: None,
+        }
+    }
+}
+
+/// A future of a [`SharedPromise`]'s value; clone it to wait from several places.
+///
+/// Resolves to a clone of the value, or `Err(`[`BrokenPromise`]`)` if the promise was dropped
+/// unfulfilled. Dropping it while it waits simply stops waiting.
+///
+/// ```
+/// let promise = coro::sync::SharedPromise::<u32>::new();
+/// let future = promise.get_future();
+/// let copy = future.clone();
+/// drop(promise);
+/// assert_eq!(coro::block_wait(copy), Err(coro::sync::BrokenPromise));
+/// # drop(future);
+/// ```
+#[must_use = "futures do nothing unless awaited"]
+pub struct SharedFuture<T> {
+    repr: Repr<T>,
+}
+
+impl<T: Clone + Send + Sync> Future for SharedFuture<T> {
+    type Output = Result<T, BrokenPromise>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let (inner, listener) = match &mut self.repr {
+            Repr::Ready(value) => {
+                let value = value
+                    .take()
+                    .expect("a SharedFuture was polled again after it completed");
+                return Poll::Ready(Ok(value));
+            }
+            Repr::Waiting { inner, listener } => (inner, listener),
+        };
+        loop {
+            match inner.state.load(Acquire) {
+                SET => return Poll::Ready(Ok(inner.value().clone())),
+                BROKEN => return Poll::Ready(Err(BrokenPromise)),
+                _ => {}
+            }
+            match listener {
+                // Register, then look at the state again before sleeping.
+                None => *listener = Some(inner.event.listen()),
+                Some(registered) => {
+                    if Pin::new(registered).poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    *listener = None;
+                }
+            }
+        }
+    }
+}
+
+// A `SharedFuture` never pins its value: it clones it out.
+impl<T> Unpin for SharedFuture<T> {}
+
+impl<T: Clone> Clone for SharedFuture<T> {
+    fn clone(&self) -> Self {
+        let repr = match &self.repr {
+            Repr::Ready(value) => Repr::Ready(value.clone()),
+            Repr::Waiting { inner, .. } => Repr::waiting(inner.clone()),
+        };
+        SharedFuture { repr }
+    }
+}
+
+impl<T> Drop for SharedFuture<T> {
+    fn drop(&mut self) {
+        if let Repr::Waiting { inner, .. } = &self.repr {
+            inner.futures.fetch_sub(1, AcqRel);
+        }
+    }
+}
+
+impl<T> fmt::Debug for SharedFuture<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ready = match &self.repr {
+            Repr::Ready(_) => true,
+            Repr::Waiting { inner, .. } => inner.state.load(Acquire) != EMPTY,
+        };
+        f.debug_struct("SharedFuture")
+            .field("ready", &ready)
+            .finish()
+    }
+}
