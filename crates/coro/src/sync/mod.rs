@@ -42,6 +42,8 @@ mod shared_mutex;
 mod shared_task;
 mod waiters;
 
+#[cfg(all(test, loom))]
+mod loom_tests;
 
 pub use baton::{Baton, Wait};
 pub use mutex::{Lock, Mutex, MutexGuard};

@@ -1,0 +1,299 @@
+//! Loom models of `coro::sync`: the lock-free fast paths of [`SharedMutexFair`] and
+//! [`Semaphore`] racing the slow paths that queue, grant and abandon waiters, and
+//! [`SharedPromise`]'s fulfilment racing its futures' registration and drop. Every model
+//! checks that no wake-up is lost (loom reports a waiter that can never be woken as a
+//! deadlock) and the end state: the lock free with no waiter left, every permit back, every
+//! future resolved.
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
+//!     cargo test -p coro --lib --release --target-dir target/loom -- loom_
+//! ```
+//!
+//! - `loom_shared_mutex_read_release_races_writer_enqueue`: a reader's lock-free release races
+//!   a writer's enqueue; the writer always gets the lock.
+//! - `loom_shared_mutex_dropped_writer_races_release`: a writer polled once (queued behind a
+//!   reader) and dropped while a second reader queues behind it and both readers release: the
+//!   second reader is granted (at once, or by the writer's abandon), and no waiter is left.
+//! - `loom_shared_mutex_upgrade_races_reader_release`: an upgrade racing the release of the
+//!   other reader always ends with the write guard; a reader queued behind it is granted
+//!   after the write guard is dropped.
+//! - `loom_shared_mutex_granted_writer_dropped`: a queued writer granted by a release on one
+//!   thread while its own thread drops it passes the lock on: nothing stays held.
+//! - `loom_semaphore_release_races_acquire_enqueue`: `add_permits` and a permit's drop racing
+//!   an `acquire(2)` that enqueues; the acquire completes and every permit comes back.
+//! - `loom_semaphore_dropped_acquire_races_release`: a queued `acquire(2)` dropped while the
+//!   permits it waits for are released (and may be granted to it): every permit comes back.
+//! - `loom_semaphore_dropped_acquire_lets_smaller_through`: a queued `acquire(2)` dropped while
+//!   an `acquire(1)` that fits queues behind it: the latter is granted; every permit comes back.
+//! - `loom_promise_set_value_races_get_future`: a future taken and polled while another
+//!   thread fulfils the promise resolves to the value.
+//! - `loom_promise_drop_races_waiting_future`: the promise dropped unfulfilled while a future
+//!   waits: the future resolves to `Err(BrokenPromise)`.
+//! - `loom_promise_future_drop_races_set_value`: a registered future dropped while the
+//!   promise is fulfilled: no crash, right after the drop `pending()` counts at most the
+//!   clone still waiting, that clone resolves to the value, and `pending()` ends at 0.
+
+use super::{BrokenPromise, Semaphore, SemaphorePermit, SharedMutexFair, SharedPromise};
+use coro_executor::loom::sync::Arc;
+use coro_executor::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use coro_executor::loom::thread;
+use loom::future::block_on;
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+/// Polls `future` once, with a waker that does nothing.
+fn poll_once<F: Future>(future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+    future.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+/// Waits (yielding to loom) until `flag` is set.
+fn wait_for(flag: &AtomicBool) {
+    while !flag.load(SeqCst) {
+        thread::yield_now();
+    }
+}
+
+/// The lock is free and nobody waits: a writer gets in, and then two readers and an upgrader
+/// share it (a second reader is refused while a writer is still counted as waiting or an
+/// upgrade transition is still pending).
+fn assert_lock_free(lock: &SharedMutexFair<usize>) {
+    drop(lock.try_write().expect("the lock was left held"));
+    let first = lock.try_read().expect("the lock was left held");
+    let second = lock
+        .try_read()
+        .expect("a second reader was refused: a writer or upgrade was left waiting");
+    let upgrader = lock
+        .try_upgradable_read()
+        .expect("an upgradable reader was refused: a writer was left waiting");
+    drop((first, second, upgrader));
+}
+
+/// Every permit of a semaphore created with `total` is back and nobody waits.
+fn assert_permits_back(semaphore: &Semaphore, total: usize) {
+    assert_eq!(semaphore.available_permits(), total, "permits were lost");
+    let all: SemaphorePermit<'_> = semaphore
+        .try_acquire(total)
+        .expect("try_acquire refused: a waiter was left in the queue");
+    drop(all);
+}
+
+#[test]
+fn loom_shared_mutex_read_release_races_writer_enqueue() {
+    loom::model(|| {
+        let lock = Arc::new(SharedMutexFair::new(0usize));
+        let reader = lock.try_read().unwrap();
+        let writer = {
+            let lock = lock.clone();
+            thread::spawn(move || {
+                let mut guard = block_on(lock.write());
+                *guard += 1;
+            })
+        };
+        drop(reader);
+        writer.join().unwrap();
+        assert_eq!(*lock.try_read().unwrap(), 1, "the writer never wrote");
+        assert_lock_free(&lock);
+    });
+}
+
+#[test]
+fn loom_shared_mutex_dropped_writer_races_release() {
+    loom::model(|| {
+        let lock = Arc::new(SharedMutexFair::new(0usize));
+        let reader = lock.try_read().unwrap();
+        let writer = {
+            let lock = lock.clone();
+            thread::spawn(move || {
+                let mut write = pin!(lock.write());
+                if let Poll::Ready(mut guard) = poll_once(write.as_mut()) {
+                    *guard += 1;
+                }
+                // Dropping `write` here, queued or granted, races the reader's release.
+            })
+        };
+        // Queues behind the writer if it waits (a reader does not pass a queued writer);
+        // the writer's abandon must then grant it.
+        let second = block_on(lock.read());
+        // The last release grants the writer if it queued only now, racing its drop.
+        drop(reader);
+        drop(second);
+        writer.join().unwrap();
+        assert_lock_free(&lock);
+    });
+}
+
+#[test]
+fn loom_shared_mutex_upgrade_races_reader_release() {
+    loom::model(|| {
+        let lock = Arc::new(SharedMutexFair::new(0usize));
+        let upgrader = lock.try_upgradable_read().unwrap();
+        let reading = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (lock, reading) = (lock.clone(), reading.clone());
+            thread::spawn(move || {
+                let guard = lock.try_read().expect("readers share with an upgrader");
+                reading.store(true, SeqCst);
+                drop(guard);
+                // Behind the pending upgrade or the write guard, unless it comes before both.
+                let value = *block_on(lock.read());
+                assert!(value <= 1);
+            })
+        };
+        wait_for(&reading);
+        let mut writer = block_on(upgrader.upgrade());
+        *writer += 1;
+        drop(writer);
+        reader.join().unwrap();
+        assert_eq!(*lock.try_read().unwrap(), 1);
+        assert_lock_free(&lock);
+    });
+}
+
+#[test]
+fn loom_shared_mutex_granted_writer_dropped() {
+    loom::model(|| {
+        let lock = Arc::new(SharedMutexFair::new(0usize));
+        let reader = lock.try_read().unwrap();
+        let queued = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (lock, queued) = (lock.clone(), queued.clone());
+            thread::spawn(move || {
+                let mut write = pin!(lock.write());
+                assert!(
+                    poll_once(write.as_mut()).is_pending(),
+                    "the reader holds the lock"
+                );
+                queued.store(true, SeqCst);
+                // Dropped while the reader's release may be granting it.
+            })
+        };
+        wait_for(&queued);
+        drop(reader);
+        writer.join().unwrap();
+        assert_lock_free(&lock);
+    });
+}
+
+#[test]
+fn loom_semaphore_release_races_acquire_enqueue() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(1));
+        let held = semaphore.try_acquire(1).unwrap();
+        let acquirer = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || {
+                let permit = block_on(semaphore.acquire(2));
+                assert_eq!(permit.num_permits(), 2);
+            })
+        };
+        semaphore.add_permits(1);
+        drop(held);
+        acquirer.join().unwrap();
+        assert_permits_back(&semaphore, 2);
+    });
+}
+
+#[test]
+fn loom_semaphore_dropped_acquire_races_release() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(2));
+        let held = semaphore.try_acquire(2).unwrap();
+        let queued = Arc::new(AtomicBool::new(false));
+        let dropper = {
+            let (semaphore, queued) = (semaphore.clone(), queued.clone());
+            thread::spawn(move || {
+                let mut acquire = pin!(semaphore.acquire(2));
+                assert!(
+                    poll_once(acquire.as_mut()).is_pending(),
+                    "no permit is free"
+                );
+                queued.store(true, SeqCst);
+                // Dropped, queued or just granted, while the permits come back.
+            })
+        };
+        wait_for(&queued);
+        drop(held);
+        dropper.join().unwrap();
+        assert_permits_back(&semaphore, 2);
+    });
+}
+
+#[test]
+fn loom_semaphore_dropped_acquire_lets_smaller_through() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(2));
+        let held = semaphore.try_acquire(1).unwrap();
+        let queued = Arc::new(AtomicBool::new(false));
+        let dropper = {
+            let (semaphore, queued) = (semaphore.clone(), queued.clone());
+            thread::spawn(move || {
+                let mut acquire = pin!(semaphore.acquire(2));
+                assert!(
+                    poll_once(acquire.as_mut()).is_pending(),
+                    "only one permit is free"
+                );
+                queued.store(true, SeqCst);
+            })
+        };
+        wait_for(&queued);
+        // Queues behind the `acquire(2)` if it still waits (FIFO): its drop must grant us
+        // the free permit.
+        let one = block_on(semaphore.acquire(1));
+        assert_eq!(one.num_permits(), 1);
+        drop(one);
+        drop(held);
+        dropper.join().unwrap();
+        assert_permits_back(&semaphore, 2);
+    });
+}
+
+#[test]
+fn loom_promise_set_value_races_get_future() {
+    loom::model(|| {
+        let promise = Arc::new(SharedPromise::new());
+        let setter = {
+            let promise = promise.clone();
+            thread::spawn(move || promise.set_value(7u32).unwrap())
+        };
+        assert_eq!(block_on(promise.get_future()), Ok(7));
+        setter.join().unwrap();
+        assert!(promise.is_fulfilled());
+        assert_eq!(promise.pending(), 0);
+    });
+}
+
+#[test]
+fn loom_promise_drop_races_waiting_future() {
+    loom::model(|| {
+        let promise = SharedPromise::<u32>::new();
+        let future = promise.get_future();
+        let dropper = thread::spawn(move || drop(promise));
+        assert_eq!(block_on(future), Err(BrokenPromise));
+        dropper.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_promise_future_drop_races_set_value() {
+    loom::model(|| {
+        let promise = Arc::new(SharedPromise::new());
+        let dropped = promise.get_future();
+        let kept = dropped.clone();
+        let setter = {
+            let promise = promise.clone();
+            thread::spawn(move || promise.set_value(7u32).unwrap())
+        };
+        {
+            let mut dropped = pin!(dropped);
+            if let Poll::Ready(value) = poll_once(dropped.as_mut()) {
+                assert_eq!(value, Ok(7));
+            }
+        }
+        assert!(promise.pending() <= 1, "only `kept` may still wait");
+        assert_eq!(block_on(kept), Ok(7));
+        setter.join().unwrap();
+        assert_eq!(promise.pending(), 0);
+    });
+}
