@@ -152,6 +152,40 @@ impl ExecutorHandle {
         }
     }
 
+    /// Spawns `fut` to run *beside* the caller: on a [`ThreadPool`](crate::ThreadPool) worker,
+    /// the task goes to the back of the worker's queue, where an idle worker (woken for it if
+    /// none is searching) can steal it, instead of the worker's next slot (run next by the
+    /// spawning worker itself, and stolen only as a last resort). Use it for work that should
+    /// run in parallel with a spawner that keeps its worker busy. Elsewhere it is
+    /// [`spawn`](Self::spawn).
+    ///
+    /// ```
+    /// use coro_executor::ThreadPool;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let pool = ThreadPool::new(2).unwrap();
+    /// let handle = pool.handle();
+    /// let both = pool.spawn(async move {
+    ///     // Helper work the other worker picks up while this one stays busy.
+    ///     let helper = handle.spawn_stealable(async { std::thread::current().id() });
+    ///     let start = Instant::now();
+    ///     while !helper.is_finished() && start.elapsed() < Duration::from_secs(5) {}
+    ///     (std::thread::current().id(), helper.await.unwrap())
+    /// });
+    /// let (spawner, helper) = futures::executor::block_on(both).unwrap();
+    /// assert_ne!(spawner, helper);
+    /// ```
+    pub fn spawn_stealable<F>(&self, fut: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match &self.kind {
+            Kind::Pool(shared) => shared.spawn_placed(fut, crate::pool::Placement::Stealable),
+            Kind::Dyn(_) => self.spawn(fut),
+        }
+    }
+
     /// The pool whose worker thread the caller is on, if any.
     ///
     /// ```

@@ -5,7 +5,7 @@ use super::metrics::WorkerCounters;
 use super::park::Parker;
 use super::queue;
 use super::tasks::TaskList;
-use super::worker;
+use super::worker::{self, Placement};
 use crate::blocking::BlockingPool;
 use crate::executor::Runnable;
 use crate::join::JoinHandle;
@@ -104,6 +104,19 @@ impl Shared {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        self.spawn_placed(fut, Placement::Next)
+    }
+
+    /// Spawns `fut`; spawned by a worker of this pool, it first goes where `placement` says.
+    pub(crate) fn spawn_placed<F>(
+        self: &Arc<Self>,
+        fut: F,
+        placement: Placement,
+    ) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
         let spawned = self.tasks.insert(worker::shard_hint(), fut, |key, fut| {
             let shared = self.clone();
             let schedule = move |runnable: Runnable, info: ScheduleInfo| {
@@ -116,7 +129,15 @@ impl Shared {
         });
         match spawned {
             Ok((runnable, task)) => {
-                runnable.schedule();
+                if placement == Placement::Next {
+                    runnable.schedule();
+                } else {
+                    // What the schedule function does, with the placement asked for.
+                    runnable.metadata().mark_scheduled();
+                    if let Err(runnable) = worker::schedule_local(self, runnable, placement) {
+                        self.schedule_remote(runnable);
+                    }
+                }
                 JoinHandle::new(task)
             }
             Err(fut) => {
@@ -130,7 +151,12 @@ impl Shared {
 
     /// The schedule function of every task of this pool.
     fn schedule(self: &Arc<Self>, runnable: Runnable, info: ScheduleInfo) {
-        if let Err(runnable) = worker::schedule_local(self, runnable, info.woken_while_running) {
+        let placement = if info.woken_while_running {
+            Placement::Yielded
+        } else {
+            Placement::Next
+        };
+        if let Err(runnable) = worker::schedule_local(self, runnable, placement) {
             self.schedule_remote(runnable);
         }
     }

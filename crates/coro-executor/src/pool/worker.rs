@@ -77,12 +77,25 @@ pub(crate) fn current_shared() -> Option<Arc<Shared>> {
     })
 }
 
+/// Where a task scheduled by the running task goes on its worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// Spawned or woken: the next slot (the displaced task goes to the back).
+    Next,
+    /// It woke itself while running (it yielded): the back of the queue.
+    Yielded,
+    /// Spawned to run beside the spawner: the back of the queue, where an idle worker that is
+    /// woken for it can steal it (the next slot is stolen from only as a last resort, and a
+    /// task there wakes nobody).
+    Stealable,
+}
+
 /// Schedules `runnable` on the current worker if it belongs to `shared`'s pool; gives it back
 /// otherwise (the caller then uses the global queue).
 pub(crate) fn schedule_local(
     shared: &Arc<Shared>,
     runnable: Runnable,
-    yielded: bool,
+    placement: Placement,
 ) -> Result<(), Runnable> {
     CURRENT.with(|c| {
         let worker = c.get();
@@ -94,7 +107,7 @@ pub(crate) fn schedule_local(
         if !Arc::ptr_eq(&worker.shared, shared) {
             return Err(runnable);
         }
-        worker.schedule_local(runnable, yielded)
+        worker.schedule_local(runnable, placement)
     })
 }
 
@@ -298,20 +311,27 @@ impl Worker {
         }
     }
 
-    fn schedule_local(&self, runnable: Runnable, yielded: bool) -> Result<(), Runnable> {
+    fn schedule_local(&self, runnable: Runnable, placement: Placement) -> Result<(), Runnable> {
         // The core is free whenever a task runs; it is borrowed here only if a runnable is dropped
         // from inside the worker's own bookkeeping, and then the global queue takes it.
         let Ok(mut core) = self.core.try_borrow_mut() else {
             return Err(runnable);
         };
         let remote = self.remote();
-        if yielded {
-            // A task that woke itself yielded: it goes behind everything queued, never into
-            // the next slot, or a yield loop would starve the queue.
-            remote.counters.yielded_to_back.add(1);
-            self.push_back(&mut core, runnable);
-        } else if let Some(displaced) = remote.put_next(runnable) {
-            self.push_back(&mut core, displaced);
+        match placement {
+            Placement::Yielded => {
+                // A task that woke itself yielded: it goes behind everything queued, never into
+                // the next slot, or a yield loop would starve the queue.
+                remote.counters.yielded_to_back.add(1);
+                self.push_back(&mut core, runnable);
+            }
+            // Meant for another worker: where thieves look first.
+            Placement::Stealable => self.push_back(&mut core, runnable),
+            Placement::Next => {
+                if let Some(displaced) = remote.put_next(runnable) {
+                    self.push_back(&mut core, displaced);
+                }
+            }
         }
         // Others can help only if more than the next-slot task waits here, and only one of us
         // needs to: a searching worker will run what it holds itself.
