@@ -482,3 +482,53 @@ fn dropping_a_collect_all_macro_drops_its_unfinished_children() {
         Box::pin(coro::try_collect_all!(next(), next(), next(), next()).map(drop))
     });
 }
+
+/// Children run inline until they first suspend: a collect of ready children finishes inside
+/// its parent's first poll, with no executor round trip per child, and only the children that
+/// suspend become tasks of their own.
+#[test]
+fn ready_children_run_inline_within_the_parents_poll() {
+    let manual = coro::executor::ManualExecutor::new();
+    let handle = Task::new(async {
+        let values = collect_all_range((0..5u32).map(|i| async move { i * 2 })).await;
+        let (a, b) = coro::collect_all!(async { 1 }, async { "two" }).await;
+        let settled = coro::collect_all_settled_range([async { 7 }]).await;
+        (values, a, b, settled.into_iter().next().unwrap().unwrap())
+    })
+    .schedule_on(manual.handle())
+    .start();
+    assert!(manual.run_one(), "the parent was queued");
+    assert!(
+        handle.is_finished(),
+        "the collects suspended their parent: their ready children were not run inline"
+    );
+    let (values, a, b, settled) = block_wait(handle).unwrap();
+    assert_eq!((values, a, b, settled), (vec![0, 2, 4, 6, 8], 1, "two", 7));
+
+    // A child that suspends continues as a task of its own on the executor.
+    let manual = coro::executor::ManualExecutor::new();
+    let gate = Arc::new(coro::sync::Baton::new());
+    let handle = Task::new({
+        let gate = gate.clone();
+        async move {
+            let waits = collect_all_range((0..2u32).map(|i| {
+                let gate = gate.clone();
+                async move {
+                    if i == 1 {
+                        gate.wait().await;
+                    }
+                    i
+                }
+            }));
+            waits.await
+        }
+    })
+    .schedule_on(manual.handle())
+    .start();
+    manual.run_until_idle();
+    assert!(!handle.is_finished(), "child 1 waits on the gate");
+    gate.post();
+    manual.run_until_idle();
+    assert!(handle.is_finished());
+    assert_eq!(block_wait(handle).unwrap(), [0, 1]);
+}

@@ -51,10 +51,10 @@ impl Failure {
 }
 
 /// Runs `fut`, catching a panic as `Err(payload)`; a panic, or an output that `is_failure`
-/// says is a failure, is recorded in `failure` as child `index`'s.
-async fn guarded<F: Future>(
+/// says is a failure, is recorded in `failure` (if any) as child `index`'s.
+pub(super) async fn guarded<F: Future>(
     index: usize,
-    failure: Arc<Failure>,
+    failure: Option<Arc<Failure>>,
     is_failure: fn(&F::Output) -> bool,
     fut: F,
 ) -> Result<F::Output, Payload> {
@@ -70,7 +70,9 @@ async fn guarded<F: Future>(
     if outcome.as_ref().is_ok_and(|v| !is_failure(v)) {
         return outcome;
     }
-    failure.record(index);
+    if let Some(failure) = failure {
+        failure.record(index);
+    }
     outcome
 }
 
@@ -87,7 +89,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let body = guarded(index, failure.clone(), is_failure, fut);
+    let body = guarded(index, Some(failure.clone()), is_failure, fut);
     // A static name: a per-child `format!` was a measurable part of each child's cost, and the
     // dump tree already shows which collect (the parent task) a child belongs to.
     crate::spawn(Task::new(body).named(name).with_cancellation(token.clone()))
@@ -130,15 +132,6 @@ impl<R> Children<R> {
         let outcome = std::task::ready!(Pin::new(handle).poll(cx));
         *slot = None;
         Poll::Ready(outcome)
-    }
-
-    /// Awaits every child in input order (they all run meanwhile) and returns their outcomes.
-    pub(super) async fn join_all(mut self) -> Vec<Result<R, JoinError>> {
-        let mut outcomes = Vec::with_capacity(self.handles.len());
-        for index in 0..self.handles.len() {
-            outcomes.push(poll_fn(|cx| self.poll_child(index, cx)).await);
-        }
-        outcomes
     }
 }
 

@@ -1,15 +1,16 @@
 //! [`collect_all_range`] and [`try_collect_all_range`]: every child at once, results in input
 //! order, the first failure in time cancels the rest.
 
-use super::children::{Children, Failure, flatten, spawn_guarded, unwrap_child};
+use super::children::{Failure, flatten, unwrap_child};
+use super::launch::{Policy, launch};
 use crate::Task;
 use coro_executor::JoinError;
 use std::borrow::Cow;
 use std::future::{Future, IntoFuture};
 use std::panic::Location;
 
-/// Spawns every future of `futs` as a guarded child of a new collect, awaits them all, and
-/// returns their outcomes in input order with the index of the first to fail in time.
+/// Runs every future of `futs` as a guarded child of a new collect (see `launch`), awaits them
+/// all, and returns their outcomes in input order with the index of the first to fail in time.
 pub(super) async fn run_all<F>(
     name: &'static str,
     futs: Vec<F>,
@@ -20,14 +21,17 @@ where
     F::Output: Send + 'static,
 {
     let failure = Failure::new();
-    let token = failure.child_token();
-    let mut children = Children::with_capacity(futs.len());
-    for (index, fut) in futs.into_iter().enumerate() {
-        children.push(spawn_guarded(
-            name, index, &failure, &token, is_failure, fut,
-        ));
-    }
-    let outcomes = children.join_all().await.into_iter().map(flatten).collect();
+    let policy = Policy {
+        name,
+        token: Some(failure.child_token()),
+        failure: Some(failure.clone()),
+        is_failure,
+    };
+    let outcomes = launch(futs, policy)
+        .await
+        .into_iter()
+        .map(flatten)
+        .collect();
     (outcomes, failure.first())
 }
 

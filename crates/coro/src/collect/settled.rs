@@ -1,6 +1,7 @@
 //! [`collect_all_settled_range`]: every child's outcome, never cancelling siblings.
 
-use super::children::Children;
+use super::children::flatten;
+use super::launch::{Policy, launch};
 use crate::Task;
 use coro_executor::JoinError;
 use std::borrow::Cow;
@@ -36,11 +37,18 @@ where
 {
     let futs: Vec<_> = iter.into_iter().map(IntoFuture::into_future).collect();
     let body = async move {
-        let mut children = Children::with_capacity(futs.len());
-        for fut in futs {
-            children.push(crate::spawn(Task::new(fut).named(NAME)));
-        }
-        children.join_all().await
+        // No failure record and no token of its own: a failure never cancels the siblings.
+        let policy = Policy {
+            name: NAME,
+            failure: None,
+            token: None,
+            is_failure: |_| false,
+        };
+        launch(futs, policy)
+            .await
+            .into_iter()
+            .map(flatten)
+            .collect()
     };
     Task::with_frame(body, Cow::Borrowed(NAME), Location::caller())
 }

@@ -78,14 +78,32 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    executor.spawn(root(executor, frame, body))
+}
+
+/// [`spawn_root`], queued where idle workers steal from rather than in the spawning worker's
+/// next slot ([`ExecutorHandle::spawn_stealable`]).
+pub(crate) fn spawn_root_stealable<F>(
+    executor: &ExecutorHandle,
+    frame: Frame,
+    body: F,
+) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    executor.spawn_stealable(root(executor, frame, body))
+}
+
+fn root<F>(executor: &ExecutorHandle, frame: Frame, body: F) -> Root<F> {
     let trace = TraceCell::new(frame);
     let keep = (!executor.is_thread_pool()).then(|| executor.clone());
-    executor.spawn(Root {
+    Root {
         executor: keep,
         trace,
         attached: false,
         body,
-    })
+    }
 }
 
 /// A framed future as a root body.

@@ -2,7 +2,7 @@
 //! current_cancellation_token.
 
 use super::context::{self, with_context};
-use super::root::{FramedRoot, spawn_root};
+use super::root::{FramedRoot, spawn_root, spawn_root_stealable};
 use super::task::{Framed, Task};
 use crate::cancel::CancellationToken;
 use coro_executor::{ExecutorHandle, JoinHandle};
@@ -46,6 +46,15 @@ where
     body.capture_context();
     let frame = body.frame().clone();
     spawn_root(&executor, frame, FramedRoot(body))
+}
+
+/// Spawns `task` on the current executor (as [`spawn`] does) to run beside the caller: on a
+/// thread pool it is queued where an idle worker can steal it, and one is woken for it.
+pub(crate) fn spawn_task_stealable<T: Send + 'static>(mut task: Task<T>) -> JoinHandle<T> {
+    let executor = current_executor().unwrap_or_else(|| coro_executor::default_pool().handle());
+    task.capture_context();
+    let frame = task.frame().clone();
+    spawn_root_stealable(&executor, frame, task)
 }
 
 /// Runs blocking `f` on the blocking threads of the current pool (or of the default pool), so
