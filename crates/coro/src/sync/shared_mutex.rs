@@ -6,7 +6,8 @@
 //! flag. While `QUEUED` is clear nobody waits, so acquiring and releasing are single
 //! compare-and-swaps on that word and never touch the queue. `QUEUED` is set (under the queue's
 //! mutex) as soon as anyone waits or an upgrade transition is pending; from then on every
-//! acquire and release goes through the mutex, which applies folly's policy to the queue:
+//! acquire, and every release that may let a waiter in (all but a reader leaving other readers
+//! behind), goes through the mutex, which applies folly's policy to the queue:
 //!
 //! - one FIFO queue for every mode; a reader arriving while a writer waits (or an upgrade
 //!   transition is pending) queues behind it;
@@ -119,7 +120,12 @@ impl RawSharedMutex {
     /// Releases `mode`, granting whoever can proceed.
     pub(crate) fn release(&self, mode: Mode) {
         let mut state = self.state.load(Relaxed);
-        while state & QUEUED == 0 {
+        // Lock-free while nobody waits, and for a reader that leaves other readers behind:
+        // every grant needs the lock free, or only the upgrader left in it, so such a release
+        // can grant no one (after each dispatch the queue's head is not grantable as things
+        // stand, and one reader fewer of several changes nothing a rule looks at).
+        while state & QUEUED == 0 || (mode == Mode::Shared && state >> READER.trailing_zeros() > 1)
+        {
             match self
                 .state
                 .compare_exchange_weak(state, state - mode.bits(), Release, Relaxed)
@@ -148,22 +154,35 @@ impl RawSharedMutex {
                 Err(actual) => state = actual,
             }
         }
-        // `QUEUED` is set and the queue is locked: every other path to the word is closed.
+        // `QUEUED` is set and the queue is locked: see `publish` for who else may change it.
+        let base = state;
         state -= mode.bits();
         Self::dispatch(&mut state, queue, mode == Mode::Exclusive, wakes);
-        self.publish(state, queue);
+        self.publish(base, state, queue);
     }
 
-    /// Stores a state computed under the queue's lock (with `QUEUED` set until now), with
-    /// `QUEUED` telling whether anybody still waits.
-    fn publish(&self, state: usize, queue: &Queue) {
+    /// Replaces `base`, read under the queue's lock with `QUEUED` set, by `state` computed from
+    /// it, with `QUEUED` telling whether anybody still waits. While `QUEUED` is set, the only
+    /// change anyone else can make to the word is a reader leaving other readers behind (the
+    /// lock-free release in `release`): those are carried over, not overwritten.
+    fn publish(&self, mut base: usize, state: usize, queue: &Queue) {
         let waiting = !queue.waiters.is_empty() || !matches!(queue.upgrader, Upgrader::None);
-        let state = if waiting {
+        let mut state = if waiting {
             state | QUEUED
         } else {
             state & !QUEUED
         };
-        self.state.store(state, Release);
+        while let Err(actual) = self
+            .state
+            .compare_exchange_weak(base, state, AcqRel, Acquire)
+        {
+            debug_assert!(
+                actual <= base && (base - actual) % READER == 0,
+                "only lock-free reader releases may race a locked update"
+            );
+            state -= base - actual;
+            base = actual;
+        }
     }
 
     /// Grants what the policy allows in `state`; see the module doc. `long_scan`: grant readers
@@ -263,9 +282,8 @@ impl RawSharedMutex {
                 Upgrader::Granted => {
                     queue.upgrader = Upgrader::None;
                     *registered = false;
-                    // Exclusive is held, so only this thread changes the word now.
                     let state = self.state.load(Acquire);
-                    self.publish(state, &queue);
+                    self.publish(state, state, &queue);
                     Poll::Ready(())
                 }
                 Upgrader::Waiting(waker) => {
@@ -400,11 +418,12 @@ impl Grantor for RawSharedMutex {
                     if mode == Mode::Exclusive {
                         queue.waiting_writers -= 1;
                     }
-                    // It was queued, so `QUEUED` is set and the word is ours to change.
-                    let mut state = self.state.load(Acquire);
+                    // It was queued, so `QUEUED` is set (see `publish`).
+                    let base = self.state.load(Acquire);
+                    let mut state = base;
                     // Readers that waited only because of this writer may go now.
                     Self::dispatch(&mut state, &mut queue, mode == Mode::Exclusive, &mut wakes);
-                    self.publish(state, &queue);
+                    self.publish(base, state, &queue);
                 }
             }
         }
