@@ -1,7 +1,12 @@
-//! [`Baton`]: a multi-waiter manual-reset event, on `event-listener`.
+//! [`Baton`]: a multi-waiter manual-reset event, on a [`WakerSlab`].
+//!
+//! Each `post` starts a new generation and takes every registered waker; a waiter remembers the
+//! generation it registered in, so one that was waiting when a `post` ran completes even if a
+//! `reset` came before it was polled again.
 
+use super::wakers::WakerSlab;
 use coro_executor::loom::sync::atomic::{AtomicBool, Ordering::*};
-use event_listener::{Event, EventListener};
+use coro_executor::loom::sync::{Mutex, MutexGuard};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -12,8 +17,8 @@ use std::task::{Context, Poll};
 ///
 /// [`post`](Self::post) wakes every waiter and lets later waits through at once until
 /// [`reset`](Self::reset). A task waiting when `post` ran is released even if `reset` follows
-/// before it runs. Waiters resume through their own wakers, on their own executors; dropping a
-/// waiting [`Wait`] simply stops waiting.
+/// before it runs. Waiters resume through their own wakers, on their own executors, woken after
+/// the baton's lock is released; dropping a waiting [`Wait`] simply stops waiting.
 ///
 /// ```
 /// use coro::sync::Baton;
@@ -33,7 +38,14 @@ use std::task::{Context, Poll};
 /// ```
 pub struct Baton {
     posted: AtomicBool,
-    event: Event,
+    waiting: Mutex<Waiting>,
+}
+
+#[derive(Default)]
+struct Waiting {
+    /// Posts so far: a waiter registered in an earlier generation was released.
+    generation: u64,
+    wakers: WakerSlab,
 }
 
 impl Baton {
@@ -45,8 +57,13 @@ impl Baton {
     pub fn new() -> Baton {
         Baton {
             posted: AtomicBool::new(false),
-            event: Event::new(),
+            waiting: Mutex::new(Waiting::default()),
         }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Waiting> {
+        // Only wakers and a counter live here, changed by short sections.
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Posts the baton: every waiter is woken, and waits complete at once until
@@ -59,9 +76,12 @@ impl Baton {
     /// ```
     pub fn post(&self) {
         self.posted.store(true, SeqCst);
-        // `notify` begins with a SeqCst fence: a waiter that registered before the store above
-        // is woken; one registering after it sees `posted` on its second look.
-        self.event.notify(usize::MAX);
+        let wakers = {
+            let mut waiting = self.lock();
+            waiting.generation += 1;
+            waiting.wakers.take()
+        };
+        wakers.wake_all();
     }
 
     /// Waits until the baton is posted.
@@ -74,7 +94,7 @@ impl Baton {
     pub fn wait(&self) -> Wait<'_> {
         Wait {
             baton: self,
-            listener: None,
+            registered: None,
         }
     }
 
@@ -120,31 +140,50 @@ impl fmt::Debug for Baton {
 #[must_use = "futures do nothing unless awaited"]
 pub struct Wait<'a> {
     baton: &'a Baton,
-    listener: Option<EventListener>,
+    /// The generation this waiter registered in, and its slot.
+    registered: Option<(u64, usize)>,
 }
 
 impl Future for Wait<'_> {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        loop {
-            if let Some(listener) = &mut self.listener {
-                // Notified by a `post`: released, even if a `reset` came since.
-                if Pin::new(listener).poll(cx).is_pending() {
-                    return Poll::Pending;
+        if self.registered.is_none() && self.baton.is_ready() {
+            return Poll::Ready(());
+        }
+        let baton = self.baton;
+        let mut waiting = baton.lock();
+        match self.registered {
+            // A post since we registered released us (and took our waker), even if a reset
+            // followed.
+            Some((generation, _)) if generation != waiting.generation => {
+                self.registered = None;
+                Poll::Ready(())
+            }
+            _ if baton.is_ready() => {
+                if let Some((_, index)) = self.registered.take() {
+                    waiting.wakers.remove(index);
                 }
-                self.listener = None;
-                return Poll::Ready(());
+                Poll::Ready(())
             }
-            if self.baton.is_ready() {
-                return Poll::Ready(());
+            registered => {
+                let mut slot = registered.map(|(_, index)| index);
+                waiting.wakers.register(&mut slot, cx.waker());
+                let generation = waiting.generation;
+                self.registered = slot.map(|index| (generation, index));
+                Poll::Pending
             }
-            // Register, then look again (event-listener's documented protocol): a `post`
-            // between the two looks either is seen by the second or notifies the listener.
-            self.listener = Some(self.baton.event.listen());
-            if self.baton.is_ready() {
-                self.listener = None;
-                return Poll::Ready(());
+        }
+    }
+}
+
+impl Drop for Wait<'_> {
+    fn drop(&mut self) {
+        if let Some((generation, index)) = self.registered {
+            let mut waiting = self.baton.lock();
+            // After a post the slab was taken: the slot is void.
+            if waiting.generation == generation {
+                waiting.wakers.remove(index);
             }
         }
     }
@@ -153,7 +192,7 @@ impl Future for Wait<'_> {
 impl fmt::Debug for Wait<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Wait")
-            .field("registered", &self.listener.is_some())
+            .field("registered", &self.registered.is_some())
             .finish()
     }
 }

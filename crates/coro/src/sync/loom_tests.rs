@@ -33,8 +33,13 @@
 //! - `loom_promise_future_drop_races_set_value`: a registered future dropped while the
 //!   promise is fulfilled: no crash, right after the drop `pending()` counts at most the
 //!   clone still waiting, that clone resolves to the value, and `pending()` ends at 0.
+//! - `loom_baton_post_races_wait_and_reset`: a waiter registered before a post that another
+//!   thread follows with a reset still completes; a waiter dropped while registered leaves
+//!   nothing behind for the next post.
+//! - `loom_baton_post_races_registration`: a waiter registering while another thread posts
+//!   always completes (it sees the post, or the post takes its waker).
 
-use super::{BrokenPromise, Semaphore, SemaphorePermit, SharedMutexFair, SharedPromise};
+use super::{Baton, BrokenPromise, Semaphore, SemaphorePermit, SharedMutexFair, SharedPromise};
 use coro_executor::loom::sync::Arc;
 use coro_executor::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use coro_executor::loom::thread;
@@ -295,5 +300,47 @@ fn loom_promise_future_drop_races_set_value() {
         assert_eq!(block_on(kept), Ok(7));
         setter.join().unwrap();
         assert_eq!(promise.pending(), 0);
+    });
+}
+
+#[test]
+fn loom_baton_post_races_wait_and_reset() {
+    loom::model(|| {
+        let baton = Arc::new(Baton::new());
+        // Registered (or released) before the poster starts: the post releases it even though
+        // a reset follows before it is polled again.
+        let mut early = Box::pin(baton.wait());
+        let _ = poll_once(early.as_mut());
+        let poster = {
+            let baton = baton.clone();
+            thread::spawn(move || {
+                baton.post();
+                baton.reset();
+            })
+        };
+        block_on(early);
+        poster.join().unwrap();
+        assert!(!baton.is_ready());
+        // A waiter that registers and gives up leaves nothing behind for the next post.
+        {
+            let mut wait = pin!(baton.wait());
+            assert!(poll_once(wait.as_mut()).is_pending());
+        }
+        baton.post();
+        assert!(poll_once(pin!(baton.wait())).is_ready());
+    });
+}
+
+#[test]
+fn loom_baton_post_races_registration() {
+    loom::model(|| {
+        let baton = Arc::new(Baton::new());
+        let poster = {
+            let baton = baton.clone();
+            thread::spawn(move || baton.post())
+        };
+        // Registering while the post runs: it sees the post, or the post takes its waker.
+        block_on(baton.wait());
+        poster.join().unwrap();
     });
 }

@@ -31,7 +31,8 @@
 //! assert_eq!(value, 1);
 //! ```
 //!
-//! Layout: `waiters` (the FIFO waiter list and the waiting future the locks share),
+//! Layout: `waiters` (the FIFO waiter list and the waiting future the locks share), `wakers`
+//! (the waker slab a promise and a baton drain at once),
 //! `shared_mutex`, `mutex`, `semaphore`, `baton`, `promise`, `shared_task`.
 
 mod baton;
@@ -41,6 +42,7 @@ mod semaphore;
 mod shared_mutex;
 mod shared_task;
 mod waiters;
+mod wakers;
 
 #[cfg(all(test, loom))]
 mod loom_tests;

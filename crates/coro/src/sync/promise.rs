@@ -3,14 +3,19 @@
 //! The promise keeps its state behind a short mutex: empty, fulfilled with the value inline
 //! (no future was ever handed out, so nothing was allocated), or shared with the futures
 //! through an `Arc`. The shared part is written once (the value, then a `SET` flag with release
-//! ordering) and read lock-free by the futures; waiting uses `event-listener`'s register-then-
-//! look-again protocol, so a fulfilment racing a future's registration is never missed.
+//! ordering) and read lock-free by the futures.
+//!
+//! Waiting futures keep their wakers in a [`WakerSlab`] (see there for the protocol): woken
+//! futures read the value without locking, and a future dropped after fulfilment does not lock
+//! at all. (This replaced event-listener here: besides waking under its lock, a listener
+//! allocation per waiter and its removal under that lock made a 10,000-waiter fan-out about 1.2x
+//! slower than tokio's `watch`.)
 
+use super::wakers::WakerSlab;
 use super::{BrokenPromise, PromiseAlreadySatisfied};
 use coro_executor::loom::UnsafeCell;
 use coro_executor::loom::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
-use coro_executor::loom::sync::{Arc, Mutex};
-use event_listener::{Event, EventListener};
+use coro_executor::loom::sync::{Arc, Mutex, MutexGuard};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -25,7 +30,7 @@ struct Inner<T> {
     state: AtomicU8,
     /// Written once, under the promise's mutex, before `state` becomes `SET`.
     value: UnsafeCell<Option<T>>,
-    event: Event,
+    waiters: Mutex<WakerSlab>,
     /// Futures alive that wait here (for `pending`).
     futures: AtomicUsize,
 }
@@ -38,6 +43,19 @@ unsafe impl<T: Send + Sync> Sync for Inner<T> {}
 unsafe impl<T: Send> Send for Inner<T> {}
 
 impl<T> Inner<T> {
+    fn lock_waiters(&self) -> MutexGuard<'_, WakerSlab> {
+        // Only wakers live here, changed by short sections that cannot leave them half-done.
+        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stores the final `state` (`SET` or `BROKEN`), then wakes every registered future.
+    fn complete(&self, state: u8) {
+        self.state.store(state, Release);
+        // Taken after the store: a future registering later sees the state under the lock.
+        let waiters = self.lock_waiters().take();
+        waiters.wake_all();
+    }
+
     /// The value, once `SET` was seen.
     fn value(&self) -> &T {
         // SAFETY: only called after an acquire load saw `SET`: the single write happened
@@ -111,7 +129,7 @@ impl<T: Clone + Send + Sync> SharedPromise<T> {
                 let inner = Arc::new(Inner {
                     state: AtomicU8::new(EMPTY),
                     value: UnsafeCell::new(None),
-                    event: Event::new(),
+                    waiters: Mutex::new(WakerSlab::default()),
                     futures: AtomicUsize::new(0),
                 });
                 *slot = Slot::Shared(inner.clone());
@@ -149,13 +167,12 @@ impl<T: Clone + Send + Sync> SharedPromise<T> {
                     // SAFETY: the promise's mutex is held and `state` is still `EMPTY`: no
                     // future reads `value` yet, and no other `set_value` can be here.
                     inner.value.with_mut(|slot| unsafe { *slot = Some(value) });
-                    inner.state.store(SET, Release);
                     inner.clone()
                 }
             }
         };
-        // Outside the promise's lock: waking runs no waiter here, but keep the lock short.
-        inner.event.notify(usize::MAX);
+        // Outside the promise's lock: the value is in place; publish it and wake everyone.
+        inner.complete(SET);
         Ok(())
     }
 
@@ -217,8 +234,7 @@ impl<T> Drop for SharedPromise<T> {
         let slot = std::mem::replace(&mut *self.lock_slot(), Slot::Empty);
         if let Slot::Shared(inner) = slot {
             if inner.state.load(Acquire) == EMPTY {
-                inner.state.store(BROKEN, Release);
-                inner.event.notify(usize::MAX);
+                inner.complete(BROKEN);
             }
         }
     }
@@ -242,17 +258,15 @@ enum Repr<T> {
     Ready(Option<T>),
     Waiting {
         inner: Arc<Inner<T>>,
-        listener: Option<EventListener>,
+        /// This future's slot in `inner.waiters`, once it registered.
+        slot: Option<usize>,
     },
 }
 
 impl<T> Repr<T> {
     fn waiting(inner: Arc<Inner<T>>) -> Self {
         inner.futures.fetch_add(1, AcqRel);
-        Repr::Waiting {
-            inner,
-            listener: None,
-        }
+        Repr::Waiting { inner, slot: None }
     }
 }
 
@@ -278,31 +292,35 @@ impl<T: Clone + Send + Sync> Future for SharedFuture<T> {
     type Output = Result<T, BrokenPromise>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let (inner, listener) = match &mut self.repr {
+        let (inner, slot) = match &mut self.repr {
             Repr::Ready(value) => {
                 let value = value
                     .take()
                     .expect("a SharedFuture was polled again after it completed");
                 return Poll::Ready(Ok(value));
             }
-            Repr::Waiting { inner, listener } => (inner, listener),
+            Repr::Waiting { inner, slot } => (inner, slot),
         };
-        loop {
-            match inner.state.load(Acquire) {
-                SET => return Poll::Ready(Ok(inner.value().clone())),
-                BROKEN => return Poll::Ready(Err(BrokenPromise)),
-                _ => {}
-            }
-            match listener {
-                // Register, then look at the state again before sleeping.
-                None => *listener = Some(inner.event.listen()),
-                Some(registered) => {
-                    if Pin::new(registered).poll(cx).is_pending() {
-                        return Poll::Pending;
-                    }
-                    *listener = None;
-                }
-            }
+        if let Some(done) = Self::outcome(inner) {
+            return Poll::Ready(done);
+        }
+        let mut waiters = inner.lock_waiters();
+        // Again under the lock: fulfilment stores the state before it takes the wakers.
+        if let Some(done) = Self::outcome(inner) {
+            return Poll::Ready(done);
+        }
+        waiters.register(slot, cx.waker());
+        Poll::Pending
+    }
+}
+
+impl<T: Clone> SharedFuture<T> {
+    /// The outcome, if the promise was fulfilled or broken.
+    fn outcome(inner: &Inner<T>) -> Option<Result<T, BrokenPromise>> {
+        match inner.state.load(Acquire) {
+            SET => Some(Ok(inner.value().clone())),
+            BROKEN => Some(Err(BrokenPromise)),
+            _ => None,
         }
     }
 }
@@ -322,8 +340,17 @@ impl<T: Clone> Clone for SharedFuture<T> {
 
 impl<T> Drop for SharedFuture<T> {
     fn drop(&mut self) {
-        if let Repr::Waiting { inner, .. } = &self.repr {
+        if let Repr::Waiting { inner, slot } = &self.repr {
             inner.futures.fetch_sub(1, AcqRel);
+            if let Some(index) = *slot {
+                if inner.state.load(Acquire) == EMPTY {
+                    let mut waiters = inner.lock_waiters();
+                    // Unless fulfilment took the slab meanwhile (then there is nothing to free).
+                    if inner.state.load(Acquire) == EMPTY {
+                        waiters.remove(index);
+                    }
+                }
+            }
         }
     }
 }
