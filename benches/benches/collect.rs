@@ -9,8 +9,9 @@
 //!   the same pool; `(collect - join) / 3` is the per-child cost of the barrier.
 //! - `dag`: a fan-out/fan-in DAG of about 1,000 nodes (root -> [`MIDS`] mid nodes ->
 //!   [`GROUPS_PER_MID`] leaf groups each -> [`LEAVES_PER_GROUP`] leaves each) where 10% of the
-//!   leaf slots point at a `futures::future::Shared` leaf used by several groups: coro with
-//!   `collect_all_range` at each level, tokio with `tokio::spawn` + `join_all` at each level.
+//!   leaf slots point at a shared leaf used by several groups: coro with `collect_all_range` at
+//!   each level and `Task::shared` leaves, tokio with `tokio::spawn` + `join_all` at each level
+//!   and `futures::future::Shared` leaves.
 //!
 //! Every group has one function per runtime, side by side. Runtimes are built once per bench
 //! function, outside `b.iter`.
@@ -211,29 +212,52 @@ fn leaf_work(seed: u64) -> u64 {
     (black_box(seed)..seed + 8).sum()
 }
 
-/// One iteration's DAG: the shared leaves, fresh each iteration (a `Shared` keeps its output).
+/// One iteration's DAG: the shared leaves, fresh each iteration (both kinds keep their output).
 /// The shape itself is fixed: leaf slot `s` (0..`LEAF_SLOTS`, group `s / LEAVES_PER_GROUP`) is
 /// shared leaf `(s / SHARED_EVERY) % SHARED_LEAVES` if `s` is a multiple of `SHARED_EVERY`, else a private
 /// leaf with seed `s`.
 struct Dag {
-    shared: Vec<Shared<BoxFuture>>,
+    shared: SharedLeaves,
+}
+
+/// The shared leaves as each side writes them: coro's memoised `SharedTask` (run once, on the
+/// first awaiter's executor), and for tokio a `futures::future::Shared` (polled by its awaiters).
+enum SharedLeaves {
+    Tasks(Vec<coro::sync::SharedTask<u64>>),
+    Futures(Vec<Shared<BoxFuture>>),
 }
 
 impl Dag {
-    fn new() -> Arc<Dag> {
+    fn with_shared_tasks() -> Arc<Dag> {
+        let shared = (0..SHARED_LEAVES as u64)
+            .map(|k| coro::Task::new(async move { leaf_work(1_000_000 + k) }).shared())
+            .collect();
+        Arc::new(Dag {
+            shared: SharedLeaves::Tasks(shared),
+        })
+    }
+
+    fn with_shared_futures() -> Arc<Dag> {
         let shared = (0..SHARED_LEAVES as u64)
             .map(|k| {
                 let fut: BoxFuture = Box::pin(async move { leaf_work(1_000_000 + k) });
                 fut.shared()
             })
             .collect();
-        Arc::new(Dag { shared })
+        Arc::new(Dag {
+            shared: SharedLeaves::Futures(shared),
+        })
     }
 
     /// Leaf slot `slot`: the same future body in both implementations.
     fn leaf(self: &Arc<Self>, slot: usize) -> impl Future<Output = u64> + Send + 'static {
-        let shared = (slot.is_multiple_of(SHARED_EVERY))
-            .then(|| self.shared[(slot / SHARED_EVERY) % SHARED_LEAVES].clone());
+        let shared: Option<BoxFuture> = slot.is_multiple_of(SHARED_EVERY).then(|| {
+            let k = (slot / SHARED_EVERY) % SHARED_LEAVES;
+            match &self.shared {
+                SharedLeaves::Tasks(tasks) => Box::pin(tasks[k].clone()) as BoxFuture,
+                SharedLeaves::Futures(futures) => Box::pin(futures[k].clone()),
+            }
+        });
         async move {
             match shared {
                 Some(shared) => shared.await,
@@ -315,7 +339,7 @@ fn dag(c: &mut Criterion) {
     let pool = coro_pool();
     group.bench_function("coro", |b| {
         b.iter(|| {
-            let dag = Dag::new();
+            let dag = Dag::with_shared_tasks();
             let sum = coro::block_wait(coro::Task::new(coro_root(dag)).schedule_on(&pool));
             assert_eq!(sum, expected);
         })
@@ -324,7 +348,7 @@ fn dag(c: &mut Criterion) {
     let rt = tokio_rt();
     group.bench_function("tokio", |b| {
         b.iter(|| {
-            let dag = Dag::new();
+            let dag = Dag::with_shared_futures();
             let sum = rt
                 .block_on(rt.spawn(tokio_root(dag)))
                 .expect("tokio task failed");
