@@ -511,16 +511,21 @@ impl AsyncScope {
             state.children.insert(id, kill.clone());
             slot.child = Some(id);
         }
+        let frame = (&fut as &dyn Any)
+            .downcast_ref::<Task<F::Output>>()
+            .map(|task| task.frame().clone());
         let child = Child {
             fut: Some(Box::pin(fut)),
             slot: Some(slot),
             kill,
         };
-        crate::spawn(
-            Task::new(child)
-                .named(std::any::type_name::<F>())
-                .with_cancellation(token),
-        )
+        // A child that is a `Task` names its task in dumps (the wrapper takes its frame);
+        // anything else is named after its type, as `coro::spawn` does.
+        let named = match frame {
+            Some(frame) => Task::with_frame_of(child, frame),
+            None => Task::new(child).named(std::any::type_name::<F>()),
+        };
+        crate::spawn(named.with_cancellation(token))
     }
 
     /// A snapshot of the running and waiting counts and the capacity.

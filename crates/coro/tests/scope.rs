@@ -413,3 +413,40 @@ fn a_dropped_waiter_passes_on_a_slot_it_was_given() {
 fn bounded_zero_panics_with_a_message() {
     let _ = AsyncScope::bounded(0);
 }
+
+/// A scope child that is a named `Task` shows under its own name in task dumps (not as the
+/// type of the wrapper the scope puts around it).
+#[test]
+fn a_named_task_child_keeps_its_name_in_dumps() {
+    let pool = ThreadPool::new(1).unwrap();
+    let scope = Arc::new(AsyncScope::new());
+    let gate = Arc::new(coro::sync::Baton::new());
+    let child = {
+        let gate = gate.clone();
+        Task::new(async move { gate.wait().await }).named("refresh_profile")
+    };
+    let handle = run(&pool, {
+        let scope = scope.clone();
+        async move { scope.spawn(child).unwrap() }
+    });
+    let start = Instant::now();
+    let names = loop {
+        let names: Vec<String> = coro::trace::dump_all()
+            .tasks()
+            .iter()
+            .map(|t| t.name().to_owned())
+            .collect();
+        if names.iter().any(|n| n == "refresh_profile") || start.elapsed() > Duration::from_secs(5)
+        {
+            break names;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert!(
+        names.iter().any(|n| n == "refresh_profile"),
+        "no task named refresh_profile in the dump: {names:?}"
+    );
+    gate.post();
+    block_wait(handle).unwrap();
+    run(&pool, async move { scope.join().await });
+}

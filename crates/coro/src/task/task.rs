@@ -97,6 +97,22 @@ impl<T: Send + 'static> Task<T> {
         }
     }
 
+    /// A task whose frame is a copy of `frame` (a wrapper that stands for another task).
+    pub(crate) fn with_frame_of<F>(fut: F, frame: Frame) -> Task<T>
+    where
+        F: Future<Output = T> + Send + 'static,
+    {
+        let inner: Pin<Box<Framed<F>>> = Box::pin(Framed {
+            frame: FrameNode::new(frame),
+            ctx: Context::default(),
+            flags: 0,
+            future: fut,
+        });
+        Task {
+            inner: ManuallyDrop::new(inner),
+        }
+    }
+
     /// Names the task in async stack traces and task dumps.
     ///
     /// ```
