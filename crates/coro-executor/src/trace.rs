@@ -268,6 +268,23 @@ impl TraceCell {
         }
     }
 
+    /// A cell like [`new`](Self::new)'s, whose parent in snapshots is `parent` instead of the
+    /// task running on this thread: for a task spawned on behalf of another one (a helper that
+    /// a helper spawns for the same collect belongs under the collect's task).
+    ///
+    /// ```
+    /// use coro_executor::trace::{Frame, TraceCell};
+    ///
+    /// let cell = TraceCell::with_parent(Frame::new("t", std::panic::Location::caller()), Some(7));
+    /// # drop(cell);
+    /// ```
+    pub fn with_parent(root: Frame, parent: Option<u64>) -> Self {
+        TraceCell {
+            parent,
+            ..TraceCell::new(root)
+        }
+    }
+
     /// The task's outermost frame.
     ///
     /// ```

@@ -425,10 +425,7 @@ fn a_named_task_child_keeps_its_name_in_dumps() {
         let gate = gate.clone();
         Task::new(async move { gate.wait().await }).named("refresh_profile")
     };
-    let handle = run(&pool, {
-        let scope = scope.clone();
-        async move { scope.spawn(child).unwrap() }
-    });
+    let handle = scope.spawn(child).unwrap();
     let start = Instant::now();
     let names = loop {
         let names: Vec<String> = coro::trace::dump_all()

@@ -314,3 +314,121 @@ mod dump {
         block_wait(waiting).unwrap();
     }
 }
+
+/// Collect children start inline and move to tasks of their own when they suspend; neither may
+/// blur where the collect's task waits in a dump.
+mod collect_dumps {
+    use coro::sync::Baton;
+    use coro::trace::{TaskSnapshot, dump_all};
+    use coro::{Task, ThreadPool};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::time::{Duration, Instant};
+
+    fn until(what: &str, pred: impl Fn(&[TaskSnapshot]) -> bool) -> Vec<TaskSnapshot> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let dump = dump_all();
+            if pred(dump.tasks()) {
+                return dump.tasks().to_vec();
+            }
+            assert!(Instant::now() < deadline, "never saw {what} in:\n{dump}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn names(task: &TaskSnapshot) -> Vec<&str> {
+        task.frames().iter().map(|f| f.name()).collect()
+    }
+
+    #[test]
+    fn a_suspended_inline_child_is_not_shown_as_where_its_parent_waits() {
+        let pool = ThreadPool::new(1).unwrap();
+        let gate = Arc::new(Baton::new());
+        let child = |name: &'static str| {
+            let gate = gate.clone();
+            Task::new(async move { gate.wait().await }).named(name)
+        };
+        let (a, b) = (child("child_a"), child("child_b"));
+        let handle = Task::new(async move {
+            coro::collect_all!(a, b).await;
+        })
+        .named("parent")
+        .schedule_on(&pool)
+        .start();
+        let tasks = until("the parent suspended in the collect", |tasks| {
+            tasks
+                .iter()
+                .any(|t| t.name() == "parent" && !t.frames().is_empty())
+                && tasks
+                    .iter()
+                    .filter(|t| names(t).contains(&"child_b"))
+                    .count()
+                    == 1
+        });
+        let parent = tasks.iter().find(|t| t.name() == "parent").unwrap();
+        assert_eq!(
+            names(parent),
+            ["collect_all", "parent"],
+            "the parent waits in its collect, not in a child that moved to its own task"
+        );
+        gate.post();
+        coro::block_wait(handle).unwrap();
+    }
+
+    #[test]
+    fn helpers_offered_by_helpers_show_under_the_collects_task() {
+        let pool = ThreadPool::new(2).unwrap();
+        let gate = Arc::new(Baton::new());
+        let release = Arc::new(AtomicBool::new(false));
+        // Child 0 keeps the collect's worker busy, so helpers take the other children, each
+        // offering the next before it waits on the gate: a chain of helpers.
+        let children: Vec<_> = (0..4)
+            .map(|i| {
+                let (gate, release) = (gate.clone(), release.clone());
+                async move {
+                    if i == 0 {
+                        let start = Instant::now();
+                        while !release.load(SeqCst) && start.elapsed() < Duration::from_secs(10) {
+                            std::hint::spin_loop();
+                        }
+                    } else {
+                        gate.wait().await;
+                    }
+                }
+            })
+            .collect();
+        let handle = Task::new(async move {
+            coro::collect_all_range(children).await;
+        })
+        .named("helper_chain")
+        .schedule_on(&pool)
+        .start();
+        // Other tests run collects too: look only at the tasks under this one.
+        let tasks = until("three helpers waiting at the gate", |tasks| {
+            let Some(root) = tasks.iter().find(|t| t.name() == "helper_chain") else {
+                return false;
+            };
+            tasks
+                .iter()
+                .filter(|t| t.parent_id() == Some(root.id()) && !t.frames().is_empty())
+                .count()
+                >= 3
+        });
+        let helpers: Vec<_> = tasks
+            .iter()
+            .filter(|t| t.name() == "collect_all_range")
+            .collect();
+        for helper in &helpers {
+            let parent = tasks.iter().find(|t| Some(t.id()) == helper.parent_id());
+            assert!(
+                parent.is_none_or(|p| p.name() != "collect_all_range"),
+                "a collect helper shows under another helper, not under the collect's task: \
+                 {helper:?}"
+            );
+        }
+        release.store(true, SeqCst);
+        gate.post();
+        coro::block_wait(handle).unwrap();
+    }
+}

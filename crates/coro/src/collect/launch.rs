@@ -18,6 +18,7 @@
 use super::children::{Failure, Payload, guarded};
 use crate::Task;
 use crate::cancel::CancellationToken;
+use crate::task::root::without_publishing;
 use coro_executor::{JoinError, JoinHandle};
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
@@ -57,6 +58,9 @@ struct Unstarted<F> {
     /// The id of the helper on offer (queued, not started), or 0.
     offer: AtomicU64,
     ids: AtomicU64,
+    /// The task running the collect: every helper shows under it in dumps, also one that
+    /// another helper offered.
+    collect_task: Option<u64>,
 }
 
 impl<F> Unstarted<F> {
@@ -128,7 +132,10 @@ where
         id,
         // Behind the worker's queue, with a worker woken for it: the collect (or the helper
         // that offers it) keeps its own worker busy with a child meanwhile.
-        handle: Some(crate::task::spawn_task_stealable(task)),
+        handle: Some(crate::task::spawn_task_stealable(
+            task,
+            unstarted.collect_task,
+        )),
     })
 }
 
@@ -213,6 +220,7 @@ where
         next: AtomicUsize::new(0),
         offer: AtomicU64::new(0),
         ids: AtomicU64::new(0),
+        collect_task: coro_executor::trace::current_task_id(),
     });
     let _close = CloseOnDrop(unstarted.clone());
     let mut outcomes: Vec<Option<Result<Outcome<F::Output>, JoinError>>> =
@@ -233,7 +241,11 @@ where
         if let Some(token) = &policy.token {
             child = child.with_cancellation(token.clone());
         }
-        match poll_fn(|cx| Poll::Ready(Pin::new(&mut child).poll(cx))).await {
+        // A child that suspends here moves to a task of its own: its stack is not where this
+        // task waits, so it must not be published as this task's.
+        let first_poll =
+            poll_fn(|cx| Poll::Ready(without_publishing(|| Pin::new(&mut child).poll(cx))));
+        match first_poll.await {
             Poll::Ready(outcome) => outcomes[index] = Some(Ok(outcome)),
             Poll::Pending => spawned.push(Spawned {
                 index,

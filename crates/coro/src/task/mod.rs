@@ -11,7 +11,7 @@
 
 mod block_wait;
 pub(crate) mod context;
-mod root;
+pub(crate) mod root;
 mod spawn;
 mod stack;
 #[allow(clippy::module_inception)]

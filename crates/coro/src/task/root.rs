@@ -82,17 +82,34 @@ where
 }
 
 /// [`spawn_root`], queued where idle workers steal from rather than in the spawning worker's
-/// next slot ([`ExecutorHandle::spawn_stealable`]).
+/// next slot ([`ExecutorHandle::spawn_stealable`]), and shown in dumps under task `parent`.
 pub(crate) fn spawn_root_stealable<F>(
     executor: &ExecutorHandle,
     frame: Frame,
     body: F,
+    parent: Option<u64>,
 ) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    executor.spawn_stealable(root(executor, frame, body))
+    let mut root = root(executor, frame.clone(), body);
+    root.trace = TraceCell::with_parent(frame, parent);
+    executor.spawn_stealable(root)
+}
+
+/// Runs `f`, an inline poll of a child that will move to a task of its own if it suspends,
+/// with publication off: the child's suspension is not where the root waits, so it must not
+/// publish its stack as the root's, nor use up the root's one publication of this poll.
+pub(crate) fn without_publishing<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(*const TraceCell);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            PUBLISH_TO.with(|p| p.set(self.0));
+        }
+    }
+    let _restore = Restore(PUBLISH_TO.with(|p| p.replace(ptr::null())));
+    f()
 }
 
 fn root<F>(executor: &ExecutorHandle, frame: Frame, body: F) -> Root<F> {

@@ -49,12 +49,16 @@ where
 }
 
 /// Spawns `task` on the current executor (as [`spawn`] does) to run beside the caller: on a
-/// thread pool it is queued where an idle worker can steal it, and one is woken for it.
-pub(crate) fn spawn_task_stealable<T: Send + 'static>(mut task: Task<T>) -> JoinHandle<T> {
+/// thread pool it is queued where an idle worker can steal it, and one is woken for it. In
+/// dumps it shows under task `parent`.
+pub(crate) fn spawn_task_stealable<T: Send + 'static>(
+    mut task: Task<T>,
+    parent: Option<u64>,
+) -> JoinHandle<T> {
     let executor = current_executor().unwrap_or_else(|| coro_executor::default_pool().handle());
     task.capture_context();
     let frame = task.frame().clone();
-    spawn_root_stealable(&executor, frame, task)
+    spawn_root_stealable(&executor, frame, task, parent)
 }
 
 /// Runs blocking `f` on the blocking threads of the current pool (or of the default pool), so
