@@ -1,0 +1,263 @@
+//! A small HTTP service on coro, driven by its own load generator.
+//!
+//! `GET /user/{id}` computes a page as a DAG of tasks (profile, friends, and a feed that needs
+//! the friends) under a 100 ms deadline (`?slow=1` makes the feed miss it: 504). Profiles are
+//! cached behind a fair shared mutex, concurrent misses share one backend call, and stale
+//! entries are refreshed in a bounded background scope. `GET /debug/tasks` dumps every live
+//! task; `GET /metrics` shows the counters and the pool's metrics. The server is in
+//! `service/server.rs`.
+//!
+//! ```text
+//! cargo run --release --example service                 # 3 s load run on loopback, then a report
+//! cargo run --release --example service -- --duration 5 --concurrency 64
+//! cargo run --release --example service -- --serve 127.0.0.1:8080   # then curl it
+//! ```
+
+#[path = "service/server.rs"]
+mod server;
+
+use async_net::TcpStream;
+use coro::Task;
+use coro::time::timeout;
+use futures::{AsyncReadExt, AsyncWriteExt};
+use server::{Config, Server};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "usage: service [--serve [ADDR]] [--duration SECS] [--concurrency N]";
+/// Users the load generator asks for: few enough that requests for one id overlap.
+const KEYS: u64 = 64;
+/// One request in this many asks for the slow feed, which hits the deadline.
+const SLOW_ONE_IN: u64 = 200;
+/// Bounds on the load generator whatever the duration: requests per connection, and how long
+/// one request may take before the client gives up on it.
+const MAX_REQUESTS_PER_CLIENT: usize = 1_000_000;
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+struct Args {
+    serve: Option<SocketAddr>,
+    duration: Duration,
+    concurrency: usize,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        serve: None,
+        duration: Duration::from_secs(3),
+        concurrency: 32,
+    };
+    let mut it = std::env::args().skip(1).peekable();
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--serve" => {
+                let addr = it.next_if(|a| !a.starts_with("--"));
+                let addr = addr.as_deref().unwrap_or("127.0.0.1:8080");
+                args.serve = Some(
+                    addr.parse()
+                        .map_err(|e| format!("bad address {addr}: {e}"))?,
+                );
+            }
+            "--duration" => {
+                let secs: f64 = value(it.next(), &flag)?;
+                if !(0.1..=600.0).contains(&secs) {
+                    return Err("--duration must be between 0.1 and 600 seconds".into());
+                }
+                args.duration = Duration::from_secs_f64(secs);
+            }
+            "--concurrency" => {
+                args.concurrency = value(it.next(), &flag)?;
+                if !(1..=1024).contains(&args.concurrency) {
+                    return Err("--concurrency must be between 1 and 1024".into());
+                }
+            }
+            _ => return Err(format!("unknown argument {flag}")),
+        }
+    }
+    Ok(args)
+}
+
+fn value<T: std::str::FromStr>(arg: Option<String>, flag: &str) -> Result<T, String> {
+    let arg = arg.ok_or_else(|| format!("{flag} needs a value"))?;
+    arg.parse()
+        .map_err(|_| format!("bad value for {flag}: {arg}"))
+}
+
+#[coro::main]
+async fn main() {
+    let args = parse_args().unwrap_or_else(|msg| {
+        eprintln!("{msg}\n{USAGE}");
+        std::process::exit(2);
+    });
+    if let Some(addr) = args.serve {
+        let server = Server::start(addr, Config::default()).await.expect("bind");
+        println!(
+            "serving on http://{0}/user/1 (also /user/1?slow=1, /debug/tasks, /metrics)",
+            server.addr()
+        );
+        std::future::pending::<()>().await;
+    }
+    let server = Server::start(([127, 0, 0, 1], 0).into(), Config::default())
+        .await
+        .expect("bind a loopback port");
+    let addr = server.addr();
+    println!(
+        "load: {} connections for {:?} against http://{addr}",
+        args.concurrency, args.duration
+    );
+
+    let started = Instant::now();
+    let until = started + args.duration;
+    let clients = (0..args.concurrency as u64)
+        .map(|i| Task::new(client(addr, i, until)).named("load client"));
+    // Halfway through, ask the server what all its tasks are doing.
+    let half = args.duration / 2;
+    let dump = Task::new(async move {
+        let _ = coro::time::sleep(half).await;
+        let mut conn = None;
+        timeout(CLIENT_TIMEOUT, get(&mut conn, addr, "/debug/tasks")).await
+    })
+    .named("dump taker");
+    let (reports, dump) = coro::collect_all!(coro::collect_all_range(clients), dump).await;
+    let elapsed = started.elapsed();
+
+    let mut total = Report::default();
+    for r in reports {
+        total.latencies.extend(r.latencies);
+        total.ok += r.ok;
+        total.timeouts += r.timeouts;
+        total.errors += r.errors;
+    }
+    total.latencies.sort();
+    let pct = |p: f64| {
+        total
+            .latencies
+            .get(((total.latencies.len() as f64 - 1.0) * p) as usize)
+    };
+    let count = total.latencies.len();
+    println!(
+        "requests: {count} in {elapsed:.2?} = {:.0} requests/s",
+        count as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "latency: p50 {:?}, p99 {:?}",
+        pct(0.5).copied().unwrap_or_default(),
+        pct(0.99).copied().unwrap_or_default()
+    );
+    println!(
+        "answers: {} ok, {} timeouts (504), {} client errors",
+        total.ok, total.timeouts, total.errors
+    );
+    let s = server.stats();
+    println!(
+        "profile sharing: {} requests, {} backend calls, {} cache hits, {} joined a load in flight",
+        s.requests, s.backend_calls, s.cache_hits, s.shared_waits
+    );
+    println!(
+        "background refresh: {} started, {} dropped (scope full)",
+        s.refreshes, s.refresh_drops
+    );
+    match dump {
+        Ok(Ok((200, text))) => {
+            const SHOWN: usize = 40;
+            let lines: Vec<&str> = text.lines().collect();
+            println!(
+                "task dump taken mid-run (first {SHOWN} of {} lines):",
+                lines.len()
+            );
+            lines.iter().take(SHOWN).for_each(|l| println!("  {l}"));
+        }
+        other => println!("no task dump: {other:?}"),
+    }
+    server.shutdown().await;
+    assert!(count > 0 && total.errors == 0, "the load run saw errors");
+}
+
+#[derive(Default)]
+struct Report {
+    latencies: Vec<Duration>,
+    ok: u64,
+    timeouts: u64,
+    errors: u64,
+}
+
+/// One keep-alive connection sending requests back to back until `until`.
+async fn client(addr: SocketAddr, seed: u64, until: Instant) -> Report {
+    let mut report = Report::default();
+    let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1; // xorshift: any odd start
+    let mut conn = None;
+    while Instant::now() < until && report.latencies.len() < MAX_REQUESTS_PER_CLIENT {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let id = 1 + rng % KEYS;
+        let roll = (rng >> 32) % SLOW_ONE_IN; // independent of the id's low bits
+        let slow = if roll == 0 { "?slow=1" } else { "" };
+        let sent = Instant::now();
+        match timeout(
+            CLIENT_TIMEOUT,
+            get(&mut conn, addr, &format!("/user/{id}{slow}")),
+        )
+        .await
+        {
+            Ok(Ok((200, _))) => report.ok += 1,
+            Ok(Ok((504, _))) => report.timeouts += 1,
+            _ => {
+                report.errors += 1;
+                conn = None;
+                continue;
+            }
+        }
+        report.latencies.push(sent.elapsed());
+    }
+    report
+}
+
+/// Sends `GET path` on the connection (opening it if needed) and reads the answer: status and
+/// body. Only what this server sends is understood: a head, then `Content-Length` bytes.
+async fn get(
+    conn: &mut Option<TcpStream>,
+    addr: SocketAddr,
+    path: &str,
+) -> std::io::Result<(u16, String)> {
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+    if conn.is_none() {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        *conn = Some(stream);
+    }
+    let stream = conn.as_mut().expect("connected above");
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end;
+        }
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(bad("connection closed mid-answer"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad("status"))?;
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| bad("content-length"))?;
+    let mut body = buf.split_off(end + 4);
+    let have = body.len();
+    body.resize(length, 0);
+    stream.read_exact(&mut body[have..]).await?;
+    if head.contains("Connection: close") {
+        *conn = None;
+    }
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
