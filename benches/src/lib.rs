@@ -3,6 +3,8 @@
 //! `cargo bench -p coro-benches --bench rt_multi_threaded` (or `--bench collect`,
 //! `--bench task_chain`).
 
+#![deny(missing_docs)]
+
 use futures::channel::oneshot;
 use std::thread;
 

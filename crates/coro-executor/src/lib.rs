@@ -34,7 +34,7 @@
 //! - Shutting a pool down (or dropping it) drops every unfinished task exactly once, resolves its
 //!   handle with [`JoinError::Cancelled`] and joins every thread.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod blocking;
 mod executor;

@@ -3,6 +3,8 @@
 //!
 //! Use them through the `coro` crate, which re-exports them; the expansions refer to `::coro`.
 
+#![deny(missing_docs)]
+
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{quote, quote_spanned};

@@ -4,13 +4,34 @@
 //!
 //! # A tour
 //!
-//! Everything runs on [`executor`], the engine: a [`ThreadPool`] of workers with per-worker run
-//! queues, work stealing, a blocking pool and a timer wheel.
+//! The tour goes from a first program to the request handler of a DAG service, one concept per
+//! step. Each step's example runs as a test.
 //!
-//! A [`Task`] is a lazy unit of work: creating one runs nothing; awaiting it runs it inline in
-//! the awaiter, as a child frame that inherits the awaiter's executor, cancellation token and
-//! task-locals. [`Task::schedule_on`] binds a task to an executor instead, and code in a task
-//! always runs on its own executor. [`block_wait`] waits for async work from synchronous code.
+//! ## 1. A first program
+//!
+//! `#[coro::main]` builds a [`ThreadPool`] (per-worker run queues, work stealing, a blocking
+//! pool, timers), installs the panic hook that prints async stacks, and runs the async body on
+//! it. `#[coro::task]` turns an `async fn` into a function returning a lazy, named [`Task`].
+//!
+//! ```
+//! #[coro::task]
+//! async fn greet(name: &'static str) -> String {
+//!     format!("hello, {name}")
+//! }
+//!
+//! #[coro::main(worker_threads = 2)]
+//! async fn main() {
+//!     assert_eq!(greet("world").await, "hello, world");
+//! }
+//! ```
+//!
+//! ## 2. Tasks and where they run
+//!
+//! Creating a [`Task`] runs nothing. Awaiting it runs it inline in the awaiter, as a child
+//! frame that inherits the awaiter's executor, cancellation token and task-locals: no queue, no
+//! hop. [`spawn`] runs one in parallel; [`Task::schedule_on`] binds one to an executor, and code
+//! in a task always runs on its own executor, whoever wakes it. [`block_wait`] waits from
+//! synchronous code.
 //!
 //! ```
 //! use coro::Task;
@@ -29,13 +50,30 @@
 //! assert_eq!(coro::block_wait(page), "user 1, user 2");
 //! ```
 //!
-//! [`trace::current_stack`] shows the chain of tasks awaiting one another; [`cancel`] has
-//! cooperative cancellation and [`time`] cancellation-aware sleeps and timeouts; [`task_local!`] declares values that child tasks inherit.
+//! ## 3. Gathering dependencies
 //!
-//! [`sync`] shares work and data between tasks: a [`SharedPromise`](sync::SharedPromise) or a
-//! [`Task::shared`] computation fans one result out to many waiters, and
-//! [`SharedMutexFair`](sync::SharedMutexFair) is a fair reader-writer lock for the state they
-//! guard.
+//! [`collect_all!`] awaits several children concurrently (in parallel on a pool) and returns
+//! their results in order; the `collect_all_*` and `collect_any*` functions do the same for
+//! ranges, windows, first-wins races and streams. The first failure cancels the siblings, and
+//! dropping a collect drops its children: no orphans.
+//!
+//! ```
+//! # coro::block_wait(async {
+//! let (profile, friends) = coro::collect_all!(
+//!     async { "ada" },
+//!     async { vec!["grace", "alan"] },
+//! )
+//! .await;
+//! assert_eq!((profile, friends.len()), ("ada", 2));
+//! # });
+//! ```
+//!
+//! ## 4. Sharing work and guarding state
+//!
+//! [`sync`] has what requests share: [`Task::shared`] runs a computation once for any number of
+//! awaiters, a [`SharedPromise`](sync::SharedPromise) hands one value to many, and
+//! [`SharedMutexFair`](sync::SharedMutexFair) is folly's fair reader-writer lock, with
+//! upgradable reads for check-then-fill caches.
 //!
 //! ```
 //! use coro::sync::SharedMutexFair;
@@ -58,8 +96,100 @@
 //! assert_eq!(value, "ada");
 //! assert_eq!(cache.try_read().unwrap().len(), 1);
 //! ```
+//!
+//! ## 5. Cancelling what is no longer needed
+//!
+//! Cancellation is cooperative ([`cancel`]): a task's token flows to the tasks it awaits and
+//! spawns; [`time::sleep`] returns early when it fires, [`cancel::cancellable`] makes any wait
+//! stop, and [`time::timeout`] cancels the operation's token at the deadline and drops it.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! # coro::block_wait(async {
+//! let slow = coro::time::sleep(Duration::from_secs(60));
+//! let outcome = coro::time::timeout(Duration::from_millis(5), slow).await;
+//! assert_eq!(outcome, Err(coro::time::Elapsed));
+//! # });
+//! ```
+//!
+//! ## 6. Background work with a bound
+//!
+//! An [`AsyncScope`] owns the tasks it spawns: bounded, it refuses ([`ScopeError::Full`]) or
+//! queues ([`AsyncScope::spawn_wait`]) past its capacity; `join` waits for all of them, and
+//! dropping it drops them.
+//!
+//! ```
+//! # coro::block_wait(async {
+//! let refresh = coro::AsyncScope::bounded(1);
+//! let first = refresh.spawn(async { 1 }).unwrap();
+//! assert!(matches!(refresh.spawn(async { 2 }), Err(coro::ScopeError::Full)));
+//! assert_eq!(first.await.unwrap(), 1);
+//! refresh.join().await;
+//! # });
+//! ```
+//!
+//! ## 7. Knowing where every task waits
+//!
+//! [`trace::current_stack`] is the chain of tasks awaiting one another; [`trace::dump_all`]
+//! lists every live task of every executor with its state and async stack, from any thread,
+//! without stopping anything. [`task_local!`] declares values that child tasks inherit.
+//!
+//! ```
+//! #[coro::task]
+//! async fn load_profile() -> String {
+//!     coro::trace::current_stack().to_string()
+//! }
+//!
+//! let stack = coro::block_wait(coro::Task::new(async { load_profile().await }).named("request"));
+//! assert!(stack.contains("at load_profile (") && stack.contains("at request ("));
+//! ```
+//!
+//! ## 8. A request handler as a DAG
+//!
+//! Put together: a handler gathers its dependencies with `collect_all!`, where the feed needs
+//! the friends list that the handler also returns (one [`Task::shared`] computation for both),
+//! under a deadline that cancels the whole DAG. `examples/service.rs` in the repository serves
+//! this over HTTP, with a cache, request sharing and a task dump endpoint.
+//!
+//! ```
+//! use coro::Task;
+//! use coro::time::{sleep, timeout};
+//! use std::time::Duration;
+//!
+//! #[coro::task]
+//! async fn backend(what: &'static str, ms: u64) -> Vec<String> {
+//!     sleep(Duration::from_millis(ms)).await.ok(); // Err(Cancelled) once the deadline fires
+//!     vec![format!("{what} ({ms} ms)")]
+//! }
+//!
+//! #[coro::task]
+//! async fn user_page(id: u32) -> Vec<String> {
+//!     let friends = backend("friends", 3).shared();
+//!     let feed = {
+//!         let friends = friends.clone();
+//!         Task::new(async move {
+//!             let friends = friends.await; // waits for the same friends computation
+//!             backend("feed", 2).await.into_iter().chain(friends).collect::<Vec<_>>()
+//!         })
+//!         .named("feed")
+//!     };
+//!     let (profile, friends, feed) =
+//!         coro::collect_all!(backend("profile", 4), friends, feed).await;
+//!     let mut page = vec![format!("user {id}")];
+//!     page.extend(profile.into_iter().chain(friends).chain(feed));
+//!     page
+//! }
+//!
+//! #[coro::main(worker_threads = 2)]
+//! async fn main() {
+//!     let page = timeout(Duration::from_secs(5), user_page(7)).await.expect("in time");
+//!     assert_eq!(page.len(), 5);
+//!     assert!(page[4].starts_with("friends"));
+//! }
+//! ```
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod cancel;
 mod collect;
