@@ -136,7 +136,14 @@ impl fmt::Debug for Baton {
     }
 }
 
-/// The future of [`Baton::wait`].
+/// The future of [`Baton::wait`]. Dropping it while it waits simply stops waiting.
+///
+/// ```
+/// let baton = coro::sync::Baton::new();
+/// let wait: coro::sync::Wait<'_> = baton.wait();
+/// baton.post();
+/// coro::block_wait(wait);
+/// ```
 #[must_use = "futures do nothing unless awaited"]
 pub struct Wait<'a> {
     baton: &'a Baton,

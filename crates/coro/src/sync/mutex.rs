@@ -128,6 +128,13 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
 }
 
 /// The future of [`Mutex::lock`]. Dropping it while it waits leaves the queue.
+///
+/// ```
+/// let mutex = coro::sync::Mutex::new(1);
+/// let lock: coro::sync::Lock<'_, i32> = mutex.lock();
+/// *coro::block_wait(lock) += 1;
+/// assert_eq!(mutex.into_inner(), 2);
+/// ```
 #[must_use = "futures do nothing unless awaited"]
 pub struct Lock<'a, T: ?Sized> {
     acquire: Acquire<'a>,

@@ -321,6 +321,12 @@ impl fmt::Debug for Semaphore {
 }
 
 /// The future of [`Semaphore::acquire`]. Dropping it while it waits leaves the queue.
+///
+/// ```
+/// let semaphore = coro::sync::Semaphore::new(2);
+/// let acquire: coro::sync::Acquire<'_> = semaphore.acquire(2);
+/// assert_eq!(coro::block_wait(acquire).num_permits(), 2);
+/// ```
 #[must_use = "futures do nothing unless awaited"]
 pub struct Acquire<'a> {
     wait: WaitFor<'a, Semaphore>,

@@ -676,16 +676,35 @@ macro_rules! lock_future {
 
 lock_future! {
     /// The future of [`SharedMutexFair::read`]. Dropping it while it waits leaves the queue.
+    ///
+    /// ```
+    /// let lock = coro::sync::SharedMutexFair::new(1);
+    /// let read: coro::sync::Read<'_, i32> = lock.read();
+    /// assert_eq!(*coro::block_wait(read), 1);
+    /// ```
     Read => ReadGuard
 }
 lock_future! {
     /// The future of [`SharedMutexFair::write`]. Dropping it while it waits leaves the queue,
     /// and readers queued only behind it proceed.
+    ///
+    /// ```
+    /// let lock = coro::sync::SharedMutexFair::new(1);
+    /// let write: coro::sync::Write<'_, i32> = lock.write();
+    /// *coro::block_wait(write) = 2;
+    /// assert_eq!(lock.into_inner(), 2);
+    /// ```
     Write => WriteGuard
 }
 lock_future! {
     /// The future of [`SharedMutexFair::upgradable_read`]. Dropping it while it waits leaves
     /// the queue.
+    ///
+    /// ```
+    /// let lock = coro::sync::SharedMutexFair::new(1);
+    /// let upgradable: coro::sync::UpgradableRead<'_, i32> = lock.upgradable_read();
+    /// assert_eq!(*coro::block_wait(upgradable), 1);
+    /// ```
     UpgradableRead => UpgradableReadGuard
 }
 
@@ -771,7 +790,16 @@ impl<'a, T: ?Sized> UpgradableReadGuard<'a, T> {
     }
 }
 
-/// The future of [`UpgradableReadGuard::upgrade`].
+/// The future of [`UpgradableReadGuard::upgrade`]. Dropping it while it waits gives up the
+/// transition and releases the upgradable lock.
+///
+/// ```
+/// let lock = coro::sync::SharedMutexFair::new(1);
+/// let guard = lock.try_upgradable_read().unwrap();
+/// let upgrade: coro::sync::Upgrade<'_, i32> = guard.upgrade();
+/// *coro::block_wait(upgrade) += 1;
+/// assert_eq!(lock.into_inner(), 2);
+/// ```
 #[must_use = "futures do nothing unless awaited"]
 pub struct Upgrade<'a, T: ?Sized> {
     lock: &'a SharedMutexFair<T>,
