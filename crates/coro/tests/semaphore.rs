@@ -2,16 +2,19 @@
 //! `Mutex` and `Baton`. Queue order is checked deterministically by polling futures by hand with
 //! wakers that record who was woken; multi-threaded stresses check the invariants under load.
 
+mod support;
+
 use coro::cancel::{CancellationSource, Cancelled, cancellable};
 use coro::executor::ManualExecutor;
 use coro::sync::{Baton, Mutex, Semaphore};
 use coro::{JoinHandle, ThreadPool, block_wait, yield_now};
-use std::future::{Future, poll_fn};
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
+use support::noting_suspension;
 
 /// Records which waiters were woken, in order.
 #[derive(Clone, Default)]
@@ -97,23 +100,6 @@ fn join<T: Send + 'static>(what: &str, handle: JoinHandle<T>, secs: u64) -> T {
     block_wait(coro::time::timeout(Duration::from_secs(secs), handle))
         .unwrap_or_else(|_| panic!("timed out waiting for: {what}"))
         .unwrap_or_else(|e| panic!("{what} failed: {e}"))
-}
-
-/// `fut`, counting into `suspended` the first time it returns `Pending`.
-fn noting_suspension<F: Future>(
-    fut: F,
-    suspended: Arc<AtomicUsize>,
-) -> impl Future<Output = F::Output> {
-    let mut fut = Box::pin(fut);
-    let mut noted = false;
-    poll_fn(move |cx| {
-        let poll = fut.as_mut().poll(cx);
-        if poll.is_pending() && !noted {
-            noted = true;
-            suspended.fetch_add(1, SeqCst);
-        }
-        poll
-    })
 }
 
 // ---- Semaphore ----------------------------------------------------------------------------

@@ -8,14 +8,14 @@ use coro::cancel::{CancellationSource, Cancelled, cancellable};
 use coro::executor::ManualExecutor;
 use coro::sync::{Baton, BrokenPromise, PromiseAlreadySatisfied, SharedPromise};
 use coro::{JoinError, JoinHandle, Task, ThreadPool, block_wait};
-use std::future::{Future, poll_fn};
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
-use support::{SetOnDrop, panic_message};
+use support::{SetOnDrop, noting_suspension, panic_message};
 
 /// A waker that counts its wakes.
 #[derive(Default)]
@@ -55,24 +55,6 @@ fn wait_until(what: &str, cond: impl Fn() -> bool) {
 fn within<F: Future>(what: &str, fut: F) -> F::Output {
     block_wait(coro::time::timeout(Duration::from_secs(10), fut))
         .unwrap_or_else(|_| panic!("timed out waiting for: {what}"))
-}
-
-/// `fut`, counting into `suspended` the first time it returns `Pending` (so a test knows the
-/// waiter is really waiting).
-fn noting_suspension<F: Future>(
-    fut: F,
-    suspended: Arc<AtomicUsize>,
-) -> impl Future<Output = F::Output> {
-    let mut fut = Box::pin(fut);
-    let mut noted = false;
-    poll_fn(move |cx| {
-        let poll = fut.as_mut().poll(cx);
-        if poll.is_pending() && !noted {
-            noted = true;
-            suspended.fetch_add(1, SeqCst);
-        }
-        poll
-    })
 }
 
 fn pool(threads: usize) -> ThreadPool {

@@ -5,7 +5,9 @@
 //! queue's mutex, and a release hands its permits straight to the waiters at the head of the
 //! queue, in order, so a large request is never overtaken by smaller ones behind it.
 
-use super::waiters::{Acquired, Grantor, Key, WaitFor, WaitList, WaiterState, WakeList};
+use super::waiters::{
+    Acquired, Grantor, Key, WaitFor, WaitList, WaiterState, WakeList, set_queued,
+};
 use coro_executor::loom::sync::Mutex;
 use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use std::fmt;
@@ -267,14 +269,8 @@ impl Grantor for Semaphore {
             let Some(waker) = waker else {
                 return Acquired::No;
             };
-            if state & QUEUED == 0 {
-                if let Err(actual) =
-                    self.state
-                        .compare_exchange_weak(state, state | QUEUED, AcqRel, Acquire)
-                {
-                    state = actual;
-                    continue;
-                }
+            if !set_queued(&self.state, &mut state, QUEUED) {
+                continue;
             }
             return Acquired::Queued(queue.push_back(n, waker.clone()));
         }

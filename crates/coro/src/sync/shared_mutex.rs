@@ -19,7 +19,9 @@
 //!   skipping queued upgraders; the same happens when a queued writer gives up, so readers
 //!   that were only waiting behind it proceed at once.
 
-use super::waiters::{Acquired, Grantor, Key, WaitFor, WaitList, WaiterState, WakeList};
+use super::waiters::{
+    Acquired, Grantor, Key, WaitFor, WaitList, WaiterState, WakeList, set_queued,
+};
 use coro_executor::loom::sync::Mutex;
 use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use std::cell::UnsafeCell;
@@ -378,14 +380,8 @@ impl Grantor for RawSharedMutex {
             let Some(waker) = waker else {
                 return Acquired::No;
             };
-            if state & QUEUED == 0 {
-                if let Err(actual) =
-                    self.state
-                        .compare_exchange_weak(state, state | QUEUED, AcqRel, Acquire)
-                {
-                    state = actual;
-                    continue;
-                }
+            if !set_queued(&self.state, &mut state, QUEUED) {
+                continue;
             }
             if mode == Mode::Exclusive {
                 queue.waiting_writers += 1;

@@ -14,6 +14,7 @@
 //! Why not `event-listener`: a listener has no mode and no notion of "granted", and granting
 //! the right run of waiters *in order* is the whole point of these primitives.
 
+use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use std::task::{Poll, Waker};
 
 /// "No slot" in the links.
@@ -198,6 +199,22 @@ impl WakeList {
         }
         for waker in self.rest {
             waker.wake();
+        }
+    }
+}
+
+/// Sets the `queued` flag in `word`, whose value was last seen as `*seen`, on the way to
+/// queueing a waiter: true once the flag is set (now, or already), false if the word changed
+/// meanwhile (`*seen` is updated, and the caller decides again).
+pub(crate) fn set_queued(word: &AtomicUsize, seen: &mut usize, queued: usize) -> bool {
+    if *seen & queued != 0 {
+        return true;
+    }
+    match word.compare_exchange_weak(*seen, *seen | queued, AcqRel, Acquire) {
+        Ok(_) => true,
+        Err(actual) => {
+            *seen = actual;
+            false
         }
     }
 }

@@ -41,3 +41,21 @@ impl Drop for CountDrop {
         self.0.fetch_add(1, SeqCst);
     }
 }
+
+/// `fut`, counting into `suspended` the first time it returns `Pending` (so a test knows the
+/// waiter is really waiting).
+pub fn noting_suspension<F: Future>(
+    fut: F,
+    suspended: Arc<AtomicUsize>,
+) -> impl Future<Output = F::Output> {
+    let mut fut = Box::pin(fut);
+    let mut noted = false;
+    std::future::poll_fn(move |cx| {
+        let poll = fut.as_mut().poll(cx);
+        if poll.is_pending() && !noted {
+            noted = true;
+            suspended.fetch_add(1, SeqCst);
+        }
+        poll
+    })
+}
