@@ -13,6 +13,27 @@ use std::sync::Arc;
 /// An [`Executor`] receives these and must eventually run each one, on one of its threads, or drop
 /// it (which cancels the task and drops its future). Its metadata is the task's
 /// [`TaskHeader`](crate::trace::TaskHeader).
+///
+/// ```
+/// use coro_executor::{Executor, ExecutorHandle, Runnable};
+/// use std::sync::{Arc, Mutex};
+///
+/// /// Runs tasks when asked, in the order they were scheduled.
+/// #[derive(Clone, Default)]
+/// struct Queue(Arc<Mutex<Vec<Runnable>>>);
+///
+/// impl Executor for Queue {
+///     fn schedule(&self, runnable: Runnable) {
+///         self.0.lock().unwrap().push(runnable);
+///     }
+/// }
+///
+/// let queue = Queue::default();
+/// let handle = ExecutorHandle::new(queue.clone()).spawn(async { 5 });
+/// let runnable: Runnable = queue.0.lock().unwrap().remove(0);
+/// runnable.run();
+/// assert_eq!(futures::executor::block_on(handle).unwrap(), 5);
+/// ```
 pub type Runnable = async_task::Runnable<TaskHeader>;
 
 /// Something that can run tasks: the one method a type needs to host coro tasks.

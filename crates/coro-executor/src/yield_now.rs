@@ -23,6 +23,16 @@ pub fn yield_now() -> YieldNow {
 }
 
 /// The future returned by [`yield_now`].
+///
+/// ```
+/// let pool = coro_executor::ThreadPool::new(1).unwrap();
+/// let done = pool.spawn(async {
+///     let yielding: coro_executor::YieldNow = coro_executor::yield_now();
+///     yielding.await;
+///     "resumed"
+/// });
+/// assert_eq!(futures::executor::block_on(done).unwrap(), "resumed");
+/// ```
 #[derive(Debug)]
 #[must_use = "futures do nothing unless awaited"]
 pub struct YieldNow {

@@ -81,6 +81,17 @@ macro_rules! task_local {
 }
 
 /// A task-local key, declared with [`task_local!`](crate::task_local).
+///
+/// ```
+/// coro::task_local! {
+///     static TENANT: &'static str;
+/// }
+///
+/// let key: &'static coro::LocalKey<&'static str> = &TENANT;
+/// let seen = coro::block_wait(key.scope("acme", async { TENANT.get() }));
+/// assert_eq!(seen, "acme");
+/// assert!(TENANT.try_with(|t| *t).is_err()); // outside any scope
+/// ```
 pub struct LocalKey<T: 'static> {
     name: &'static str,
     /// Non-zero-sized so that every key static has its own address, which is its identity.
@@ -199,6 +210,15 @@ impl<T: 'static> fmt::Debug for LocalKey<T> {
 }
 
 /// The future returned by [`LocalKey::scope`].
+///
+/// ```
+/// coro::task_local! {
+///     static DEPTH: u32;
+/// }
+///
+/// let scoped: coro::Scope<_> = DEPTH.scope(1, async { DEPTH.get() + 1 });
+/// assert_eq!(coro::block_wait(scoped), 2);
+/// ```
 #[must_use = "futures do nothing unless awaited"]
 pub struct Scope<F> {
     key: usize,

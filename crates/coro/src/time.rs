@@ -63,6 +63,13 @@ pub fn timeout<F: IntoFuture>(duration: Duration, fut: F) -> Timeout<F::IntoFutu
 }
 
 /// The future returned by [`timeout`].
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let quick: coro::time::Timeout<_> = coro::time::timeout(Duration::from_secs(5), async { 1 });
+/// assert_eq!(coro::block_wait(quick), Ok(1));
+/// ```
 #[pin_project]
 #[must_use = "futures do nothing unless awaited"]
 pub struct Timeout<F> {

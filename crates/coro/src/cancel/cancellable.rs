@@ -35,6 +35,11 @@ pub fn cancellable<F: Future>(fut: F) -> Cancellable<F> {
 }
 
 /// The future returned by [`cancellable`].
+///
+/// ```
+/// let ready: coro::cancel::Cancellable<_> = coro::cancel::cancellable(async { 3 });
+/// assert_eq!(coro::block_wait(ready), Ok(3));
+/// ```
 #[pin_project]
 #[must_use = "futures do nothing unless awaited"]
 pub struct Cancellable<F> {
