@@ -13,8 +13,8 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::{Duration, Instant};
-use support::noting_suspension;
+use std::time::Duration;
+use support::{noting_suspension, wait_until};
 
 /// Records which waiters were woken, in order.
 #[derive(Clone, Default)]
@@ -80,18 +80,6 @@ impl<F: Future> Probe<F> {
             Poll::Ready(output) => output,
             Poll::Pending => panic!("expected the future to be ready"),
         }
-    }
-}
-
-/// Waits (polling) until `cond` holds, panicking after 10 s.
-fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "timed out waiting for: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(1));
     }
 }
 

@@ -14,8 +14,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::{Duration, Instant};
-use support::{SetOnDrop, noting_suspension, panic_message};
+use std::time::Duration;
+use support::{SetOnDrop, noting_suspension, panic_message, wait_until};
 
 /// A waker that counts its wakes.
 #[derive(Default)]
@@ -37,18 +37,6 @@ fn counting_waker() -> (Arc<CountWake>, Waker) {
 
 fn poll_with<F: Future + Unpin>(fut: &mut F, waker: &Waker) -> Poll<F::Output> {
     Pin::new(fut).poll(&mut Context::from_waker(waker))
-}
-
-/// Waits (polling) until `cond` holds, panicking after 10 s.
-fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "timed out waiting for: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// Waits for `fut` on this thread, panicking after 10 s.

@@ -59,3 +59,15 @@ pub fn noting_suspension<F: Future>(
         poll
     })
 }
+
+/// Waits (polling) until `cond` holds, panicking after 10 s.
+pub fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "timed out waiting for: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
