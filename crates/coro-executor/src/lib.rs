@@ -87,10 +87,10 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    match ExecutorHandle::current_pool() {
+    ExecutorHandle::with_current_pool(|pool| match pool {
         Some(pool) => pool.spawn(fut),
         None => default_pool().spawn(fut),
-    }
+    })
 }
 
 /// Runs blocking `f` on the blocking threads of the pool whose worker this is, or of the

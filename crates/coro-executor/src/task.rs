@@ -11,9 +11,8 @@ use std::task::{Context, Poll};
 
 pub(crate) type RawTask<T> = async_task::Task<Result<T, Panic>, TaskHeader>;
 
-/// Builds the task for `fut`, listed in `list` under `key`.
+/// Builds the task for `fut`, listed in its task list under `key`.
 pub(crate) fn build<F, S>(
-    list: &TaskList,
     key: TaskKey,
     fut: F,
     schedule: S,
@@ -23,7 +22,7 @@ where
     F::Output: Send + 'static,
     S: Schedule<TaskHeader> + Send + Sync + 'static,
 {
-    let entry = Entry { list, key };
+    let entry = Entry { key };
     // The header reference is typed `'static` so the future meets async-task's bounds; it is
     // really valid for the life of the task's allocation, which outlives the future.
     let make = move |header: &'static TaskHeader| Tracked {
@@ -68,20 +67,12 @@ struct Tracked<'a, F> {
 }
 
 struct Entry {
-    list: *const TaskList,
     key: TaskKey,
 }
 
-// SAFETY: `list` points at a `TaskList` that outlives the task: a pool's list lives in its
-// `Shared`, which the task's schedule function keeps alive until the task is deallocated (after
-// this entry is dropped), and the list of other executors' tasks is a static. `TaskList` is
-// `Sync`, so using it from whichever thread drops the task is fine.
-unsafe impl Send for Entry {}
-
 impl Drop for Entry {
     fn drop(&mut self) {
-        // SAFETY: see the `Send` impl: the list outlives the entry.
-        unsafe { &*self.list }.remove(self.key);
+        TaskList::remove(self.key);
     }
 }
 

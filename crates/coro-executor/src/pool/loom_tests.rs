@@ -70,6 +70,13 @@
 //!     the slot being freed);
 //!   - `loom_tasks_live_count_after_close`: `live()` is 0 after `close`, never wrapped by a
 //!     `remove` racing it.
+//!   - `loom_tasks_remove_waits_for_visitor`: an unlisting racing a snapshot-style visit returns
+//!     only once the visitor cannot be reading the task any more (the task's data, written by
+//!     the unlister after `remove` as a dropped future would be, is a loom cell, so an
+//!     unsynchronised read by the visitor fails the model);
+//!   - `loom_tasks_returned_slots_reused`: two unlisters on two threads return their slots to
+//!     the shard's returned stack while the owner lists a task (and may take the stack whole);
+//!     every listed task ends in its own slot, and the count of live tasks is exact.
 //!
 //! A failing model either panics with the broken assertion or reports `deadlock` (a lost
 //! wake-up: every thread blocked); loom's deadlock panic aborts the test binary, so run a single
@@ -892,10 +899,7 @@ fn loom_tasks_remove_races_close() {
         let key = tasks
             .insert(0, (), |key, ()| (Some(Probe::waker(&log)), header(), key))
             .unwrap_or_else(|()| unreachable!());
-        let remover = {
-            let tasks = tasks.clone();
-            thread::spawn(move || tasks.remove(key))
-        };
+        let remover = { thread::spawn(move || TaskList::remove(key)) };
         let closed = tasks.close();
         let closed_len = closed.len();
         wake_all(closed);
@@ -921,10 +925,7 @@ fn loom_tasks_insert_remove_close() {
         let key = tasks
             .insert(0, (), |key, ()| (Some(Probe::waker(&log)), header(), key))
             .unwrap_or_else(|()| unreachable!());
-        let remover = {
-            let tasks = tasks.clone();
-            thread::spawn(move || tasks.remove(key))
-        };
+        let remover = { thread::spawn(move || TaskList::remove(key)) };
         let inserter = {
             let (tasks, log) = (tasks.clone(), log.clone());
             thread::spawn(move || {
@@ -957,12 +958,78 @@ fn loom_tasks_live_count_after_close() {
         let key = tasks
             .insert(0, (), |key, ()| (Some(Probe::waker(&log)), header(), key))
             .unwrap_or_else(|()| unreachable!());
-        let remover = {
-            let tasks = tasks.clone();
-            thread::spawn(move || tasks.remove(key))
-        };
+        let remover = { thread::spawn(move || TaskList::remove(key)) };
         wake_all(tasks.close());
         remover.join().unwrap();
         assert_eq!(tasks.live(), 0, "live tasks after close and remove");
+    });
+}
+
+#[test]
+fn loom_tasks_remove_waits_for_visitor() {
+    model(|| {
+        let tasks = Arc::new(TaskList::new(1));
+        let header = header();
+        let key = tasks
+            .insert(0, (), |key, ()| (None, header, key))
+            .unwrap_or_else(|()| unreachable!());
+        // Stands for the task's future, which is dropped once `remove` returns.
+        let data = Arc::new(crate::loom::UnsafeCell::new(1u32));
+        let remover = {
+            let data = data.clone();
+            thread::spawn(move || {
+                TaskList::remove(key);
+                // SAFETY (test): the list promises no visitor reads the task from here on.
+                data.with_mut(|d| unsafe { *d = 0 });
+            })
+        };
+        let mut seen = 0;
+        tasks.visit(
+            |_| {},
+            |_, listed| {
+                assert_eq!(listed, header);
+                // SAFETY (test): the task is listed, so it cannot have been dropped yet.
+                assert_eq!(data.with(|d| unsafe { *d }), 1, "read a dropped task");
+                seen += 1;
+            },
+        );
+        remover.join().unwrap();
+        assert!(seen <= 1);
+        assert_eq!(tasks.live(), 0);
+    });
+}
+
+#[test]
+fn loom_tasks_returned_slots_reused() {
+    model(|| {
+        let tasks = Arc::new(TaskList::new(1));
+        let insert = |tasks: &TaskList| {
+            tasks
+                .insert(0, (), |key, ()| (None, header(), key))
+                .unwrap_or_else(|()| unreachable!())
+        };
+        let first = insert(&tasks);
+        let second = insert(&tasks);
+        let removers: Vec<_> = [first, second]
+            .into_iter()
+            .map(|key| thread::spawn(move || TaskList::remove(key)))
+            .collect();
+        let third = insert(&tasks);
+        for remover in removers {
+            remover.join().unwrap();
+        }
+        // Both returned slots are free now; two more listings may reuse them.
+        let fourth = insert(&tasks);
+        let fifth = insert(&tasks);
+        let slots = [third, fourth, fifth].map(|key| key.slot_addr());
+        assert!(
+            slots[0] != slots[1] && slots[0] != slots[2] && slots[1] != slots[2],
+            "two listed tasks share a slot: {slots:?}"
+        );
+        assert_eq!(tasks.live(), 3);
+        for key in [third, fourth, fifth] {
+            TaskList::remove(key);
+        }
+        assert_eq!(tasks.live(), 0);
     });
 }

@@ -33,7 +33,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 pub(crate) use tasks::{TaskKey, TaskList};
-pub(crate) use worker::{Placement, current_shared, shard_hint};
+pub(crate) use worker::{Placement, current_shared, shard_hint, with_current_handle};
 
 use std::sync::{Mutex, Weak};
 

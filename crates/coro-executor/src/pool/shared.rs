@@ -123,7 +123,7 @@ impl Shared {
                 runnable.metadata().mark_scheduled();
                 shared.schedule(runnable, info);
             };
-            let (runnable, task) = task::build(&self.tasks, key, fut, WithInfo(schedule));
+            let (runnable, task) = task::build(key, fut, WithInfo(schedule));
             let header = std::ptr::NonNull::from(runnable.metadata());
             (Some(runnable.waker()), header, (runnable, task))
         });

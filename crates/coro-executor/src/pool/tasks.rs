@@ -7,219 +7,313 @@
 //! at its task's [`TaskHeader`] for snapshots. A task removes its own entry when its future is
 //! dropped, so entries never outlive their task.
 //!
-//! The list is sharded (one lock per shard, shards >= 4x workers, each on its own cache line) so
-//! that spawning and completing tasks on different workers rarely meet on a lock.
+//! Every task is listed once and unlisted once, so both must be cheap and must not make the
+//! workers meet on one cache line. The list is split into shards, one per worker plus a few for
+//! other threads, and a spawn lists its task in its own thread's shard:
+//! - *listing* takes the shard's owner lock, which only that shard's thread takes in the normal
+//!   run of things, so it is uncontended and its cache line stays in that core's cache;
+//! - *unlisting*, often on another worker (the task was stolen), takes no lock: it swaps the
+//!   slot's header pointer to null and pushes the slot on the shard's lock-free *returned* stack,
+//!   which the owner takes whole when it runs out of free slots (mimalloc's thread-delayed free
+//!   list; a take-all pop cannot suffer ABA);
+//! - *visiting* (shutdown's `close`, snapshots) is the rare path: it holds the owner lock and
+//!   raises the shard's `visitors` count while it reads headers. An unlisting that sees visitors
+//!   waits for that lock before it lets its task's future be dropped, so a visitor never reads a
+//!   freed header (a Dekker pair: the unlister's swap, fence, load; the visitor's increment,
+//!   fence, loads).
 
+use crate::loom::UnsafeCell;
 use crate::loom::sync::Mutex;
-use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
+use crate::loom::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::*, fence};
 use crate::trace::{TaskHeader, TaskSnapshot};
-use std::ptr::NonNull;
+use std::ptr::{self, NonNull};
 use std::task::Waker;
 
-const NONE: u32 = u32::MAX;
+/// Shards for threads that are not workers of the list's pool (spawns from outside, or from
+/// another pool's workers), picked by a per-thread hint.
+const OTHER_SHARDS: usize = 4;
 
-/// Where a task's entry lives: shard and slot.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct TaskKey {
-    shard: u32,
-    slot: u32,
-}
-
-/// Slots are allocated a page at a time, so a shard grows linearly with its tasks instead of
-/// doubling a `Vec` (which costs up to twice the memory at the wrong moment).
+/// Slots are allocated a page at a time and never move, so an entry can point at its slot.
 const PAGE: usize = 64;
 
-enum Slot {
-    Vacant {
-        next_free: u32,
-    },
-    Occupied {
-        /// Shutdown wakes the task through it (pools only; `None` for other executors' tasks).
-        waker: Option<Waker>,
-        header: HeaderPtr,
-    },
+/// Where a task's entry lives.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TaskKey {
+    shard: NonNull<Shard>,
+    slot: NonNull<Slot>,
 }
 
-/// The task's header, read by snapshots under the shard lock. Non-null, which lets `Slot` keep
-/// its discriminant in the pointer's niche (24 bytes a slot).
-struct HeaderPtr(NonNull<TaskHeader>);
+#[cfg(loom)]
+impl TaskKey {
+    /// The slot's address, for models that check slots are not shared.
+    pub(super) fn slot_addr(&self) -> usize {
+        self.slot.as_ptr() as usize
+    }
+}
 
-// SAFETY: the header lives in the task's allocation and is only read (it is `Sync`) by a
-// snapshot holding this shard's lock while the entry exists: the task removes its entry under
-// that lock before its future is dropped, and the allocation outlives the future.
-unsafe impl Send for HeaderPtr {}
+// SAFETY: a key only points into a `TaskList` (shards and pages are never moved or freed while
+// the list lives, and the list outlives its tasks), and everything it reaches there is `Sync`.
+unsafe impl Send for TaskKey {}
 
-struct ShardInner {
-    // Boxed on purpose: growing the list then moves and doubles only page pointers, never the
-    // 1.5 KiB pages themselves, so a shard's memory tracks its task count.
+pub(super) struct Slot {
+    /// The task's header while it is listed; null while the slot is free. Whoever swaps a
+    /// non-null value out owns `waker` and, for an unlister, the slot.
+    header: AtomicPtr<TaskHeader>,
+    /// Shutdown wakes the task through it (pools only; `None` for other executors' tasks).
+    /// Written by the lister before it publishes `header`, taken by whoever swaps `header` out.
+    waker: UnsafeCell<Option<Waker>>,
+    /// The next slot in a free list or the returned stack; used only by the slot's current
+    /// owner (the shard's lock holder, or the unlister pushing it).
+    next_free: UnsafeCell<*const Slot>,
+}
+
+impl Slot {
+    fn vacant() -> Slot {
+        Slot {
+            header: AtomicPtr::new(ptr::null_mut()),
+            waker: UnsafeCell::new(None),
+            next_free: UnsafeCell::new(ptr::null()),
+        }
+    }
+}
+
+/// The part of a shard behind its lock.
+pub(super) struct Owned {
+    // Boxed on purpose: pages never move, so entries can point at their slots.
     #[allow(clippy::vec_box)]
     pages: Vec<Box<[Slot; PAGE]>>,
     /// Slots handed out so far (the rest of the last page is untouched).
-    used: u32,
-    free_head: u32,
+    used: usize,
+    /// Free slots for this shard's next listings.
+    free: *const Slot,
     closed: bool,
 }
 
-impl ShardInner {
-    fn slot(&mut self, index: u32) -> &mut Slot {
-        &mut self.pages[index as usize / PAGE][index as usize % PAGE]
-    }
+/// Aligned so that the owner's line and the unlisters' line never share a cache line.
+#[repr(align(128))]
+struct Padded<T>(T);
 
-    fn slots(&self) -> impl Iterator<Item = &Slot> {
-        self.pages
-            .iter()
-            .flat_map(|p| p.iter())
-            .take(self.used as usize)
-    }
+struct Shard {
+    owned: Padded<Mutex<Owned>>,
+    /// Tasks listed here so far; written under the lock, read by [`TaskList::live`].
+    listed: Padded<AtomicUsize>,
+    unlisting: Padded<Unlisting>,
 }
 
-#[repr(align(128))]
-struct Shard(Mutex<ShardInner>);
+/// What unlisters touch.
+struct Unlisting {
+    /// Slots freed by unlisters, for the owner to take whole.
+    returned: AtomicPtr<Slot>,
+    /// Tasks unlisted from this shard so far.
+    unlisted: AtomicUsize,
+    /// Visitors reading this shard's headers right now (they hold the lock).
+    visitors: AtomicUsize,
+}
+
+// SAFETY: the raw pointers in `Owned` point into the shard's own pages and are only used under
+// its lock; the slots' cells are accessed only by their current owner as the `Slot` docs say.
+unsafe impl Send for Shard {}
+// SAFETY: as above.
+unsafe impl Sync for Shard {}
 
 pub(crate) struct TaskList {
     shards: Box<[Shard]>,
-    live: AtomicUsize,
+    workers: usize,
 }
 
 impl TaskList {
+    /// A list with one shard per worker (hints `0..workers`) plus a few for other threads.
     pub(crate) fn new(workers: usize) -> TaskList {
-        let count = (workers * 4).next_power_of_two();
-        let shards = (0..count)
-            .map(|_| {
-                Shard(Mutex::new(ShardInner {
+        let shards = (0..workers + OTHER_SHARDS)
+            .map(|_| Shard {
+                owned: Padded(Mutex::new(Owned {
                     pages: Vec::new(),
                     used: 0,
-                    free_head: NONE,
+                    free: ptr::null(),
                     closed: false,
-                }))
+                })),
+                listed: Padded(AtomicUsize::new(0)),
+                unlisting: Padded(Unlisting {
+                    returned: AtomicPtr::new(ptr::null_mut()),
+                    unlisted: AtomicUsize::new(0),
+                    visitors: AtomicUsize::new(0),
+                }),
             })
             .collect();
-        TaskList {
-            shards,
-            live: AtomicUsize::new(0),
-        }
+        TaskList { shards, workers }
     }
 
-    /// Reserves an entry in the shard picked by `hint`, runs `make` with its key and `value` (to
-    /// build the task around them) and stores the waker and header `make` returns. Once the
-    /// list is closed by shutdown, gives `value` back without calling `make`.
+    fn shard_for(&self, hint: usize) -> &Shard {
+        let index = if hint < self.workers {
+            hint
+        } else {
+            self.workers + hint % OTHER_SHARDS
+        };
+        &self.shards[index]
+    }
+
+    /// Lists a task in the shard for `hint` (a worker's index for its own shard; any other value
+    /// picks one of the shards for other threads): reserves a slot, runs `make` with its key and
+    /// `value` (to build the task around them) and stores the waker and header `make` returns.
+    /// Once the list is closed by shutdown, gives `value` back without calling `make`.
     pub(crate) fn insert<V, R>(
         &self,
         hint: usize,
         value: V,
         make: impl FnOnce(TaskKey, V) -> (Option<Waker>, NonNull<TaskHeader>, R),
     ) -> Result<R, V> {
-        let shard_index = hint & (self.shards.len() - 1);
-        let mut shard = self.shards[shard_index].0.lock().unwrap();
-        if shard.closed {
+        let shard = self.shard_for(hint);
+        let mut owned = shard.owned.0.lock().unwrap();
+        if owned.closed {
             return Err(value);
         }
-        let slot = match shard.free_head {
-            NONE => {
-                if shard.used as usize == shard.pages.len() * PAGE {
-                    shard
-                        .pages
-                        .push(Box::new(std::array::from_fn(|_| Slot::Vacant {
-                            next_free: NONE,
-                        })));
+        let slot = match NonNull::new(owned.free.cast_mut()) {
+            Some(slot) => slot,
+            None => {
+                // Take back every slot unlisters returned, or grow.
+                let returned = shard.unlisting.0.returned.swap(ptr::null_mut(), Acquire);
+                match NonNull::new(returned) {
+                    Some(slot) => slot,
+                    None => owned.grow(),
                 }
-                shard.used += 1;
-                shard.used - 1
-            }
-            free => {
-                let Slot::Vacant { next_free } = *shard.slot(free) else {
-                    unreachable!("the free list only links vacant slots")
-                };
-                shard.free_head = next_free;
-                free
             }
         };
-        // `make` allocates the task; doing it under the shard lock makes "closed" and "inserted"
-        // exclusive, so shutdown cannot miss a task that is being spawned, and no one can see
-        // the slot before it is filled.
-        let (waker, header, out) = make(
-            TaskKey {
-                shard: shard_index as u32,
-                slot,
-            },
-            value,
-        );
-        *shard.slot(slot) = Slot::Occupied {
-            waker,
-            header: HeaderPtr(header),
+        // SAFETY: `slot` is a free slot of this shard (from its free list, its returned stack,
+        // or fresh), so it is ours under the lock, and its `next_free` is the rest of the list.
+        let slot_ref = unsafe { slot.as_ref() };
+        owned.free = slot_ref.next_free.with(|next| unsafe { *next });
+        // `make` allocates the task; doing it under the lock makes "closed" and "listed"
+        // exclusive, so shutdown cannot miss a task that is being spawned.
+        let key = TaskKey {
+            shard: NonNull::from(shard),
+            slot,
         };
-        self.live.fetch_add(1, Relaxed);
+        let (waker, header, out) = make(key, value);
+        // SAFETY: the slot is free (null header), so nobody else reads or writes its waker.
+        slot_ref.waker.with_mut(|w| unsafe { *w = waker });
+        // Counted before the header is published, so that the unlisting count, which follows
+        // the header's publication, never runs ahead of it (see `live`).
+        let listed = &shard.listed.0;
+        listed.store(listed.load(Relaxed) + 1, Relaxed);
+        // Release: a visitor or unlister that sees the header also sees the waker and count.
+        slot_ref.header.store(header.as_ptr(), Release);
         Ok(out)
     }
 
-    /// Removes a task's entry (its future is being dropped). A no-op after shutdown took it.
-    pub(crate) fn remove(&self, key: TaskKey) {
-        let waker = {
-            let mut shard = self.shards[key.shard as usize].0.lock().unwrap();
-            if shard.closed {
-                return;
+    /// Unlists a task (its future is about to be dropped). Returns only once no visitor can be
+    /// reading the task's header any more.
+    pub(crate) fn remove(key: TaskKey) {
+        // SAFETY: see `TaskKey`: the list, and so the shard and slot, outlive the task.
+        let (shard, slot) = unsafe { (key.shard.as_ref(), key.slot.as_ref()) };
+        let unlisting = &shard.unlisting.0;
+        let header = slot.header.swap(ptr::null_mut(), AcqRel);
+        // The fence orders the swap before the load (store buffering); it pairs with the fence
+        // in `visit`: either the visitor sees the null header or we see the visitor.
+        // Acquire: a visitor that has just finished (its Release decrement) happened before us.
+        fence(SeqCst);
+        if unlisting.visitors.load(Acquire) != 0 {
+            // A visitor may have read our header before the swap: wait until it is done.
+            drop(shard.owned.0.lock().unwrap());
+        }
+        unlisting.unlisted.fetch_add(1, Release);
+        if header.is_null() {
+            // Shutdown's `close` took the entry (and its waker); the slot is no longer used.
+            return;
+        }
+        // SAFETY: we swapped the header out, so the waker and the slot are ours now.
+        let waker = slot.waker.with_mut(|w| unsafe { (*w).take() });
+        let mut head = unlisting.returned.load(Relaxed);
+        loop {
+            // SAFETY: the slot is ours until the exchange below publishes it.
+            slot.next_free.with_mut(|next| unsafe { *next = head });
+            match unlisting.returned.compare_exchange_weak(
+                head,
+                key.slot.as_ptr(),
+                Release,
+                Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(actual) => head = actual,
             }
-            let next_free = shard.free_head;
-            shard.free_head = key.slot;
-            let old = std::mem::replace(shard.slot(key.slot), Slot::Vacant { next_free });
-            // Counted down under the lock: `close` takes the same locks before it resets the
-            // count, so a decrement can never land after the reset and wrap it.
-            self.live.fetch_sub(1, Relaxed);
-            match old {
-                Slot::Occupied { waker, .. } => waker,
-                Slot::Vacant { .. } => unreachable!("task entry removed twice"),
-            }
-        };
-        // Dropped outside the lock: releasing a waker may free the task, whose destructor may
-        // spawn or complete other tasks and come back here.
+        }
+        // Dropped last: releasing a waker may free the task, whose destructor may spawn or
+        // complete other tasks and come back here.
         drop(waker);
+    }
+
+    /// For each shard: holds its lock, runs `on_shard`, and raises its visitor count while it
+    /// runs `on_task` on each listed task's slot, so that no listed header is freed meanwhile.
+    pub(super) fn visit(
+        &self,
+        mut on_shard: impl FnMut(&mut Owned),
+        mut on_task: impl FnMut(&Slot, NonNull<TaskHeader>),
+    ) {
+        for shard in self.shards.iter() {
+            let mut owned = shard.owned.0.lock().unwrap();
+            on_shard(&mut owned);
+            let visitors = &shard.unlisting.0.visitors;
+            visitors.fetch_add(1, Relaxed);
+            // Pairs with the fence in `remove` (see there).
+            fence(SeqCst);
+            for index in 0..owned.used {
+                let slot = &owned.pages[index / PAGE][index % PAGE];
+                if let Some(header) = NonNull::new(slot.header.load(Acquire)) {
+                    on_task(slot, header);
+                }
+            }
+            visitors.fetch_sub(1, Release);
+        }
     }
 
     /// Closes the list: later inserts fail, and every entry's waker is returned for shutdown to
     /// wake.
     pub(crate) fn close(&self) -> Vec<Waker> {
         let mut wakers = Vec::new();
-        for shard in self.shards.iter() {
-            let mut shard = shard.0.lock().unwrap();
-            shard.closed = true;
-            for page in std::mem::take(&mut shard.pages) {
-                for slot in *page {
-                    if let Slot::Occupied {
-                        waker: Some(waker), ..
-                    } = slot
-                    {
-                        wakers.push(waker);
-                    }
+        self.visit(
+            |owned| owned.closed = true,
+            |slot, _| {
+                if !slot.header.swap(ptr::null_mut(), SeqCst).is_null() {
+                    // SAFETY: we swapped the header out, so the waker is ours.
+                    wakers.extend(slot.waker.with_mut(|w| unsafe { (*w).take() }));
                 }
-            }
-            shard.used = 0;
-            shard.free_head = NONE;
-        }
-        self.live.store(0, Relaxed);
+            },
+        );
         wakers
     }
 
     /// Appends a snapshot of every listed task to `out`.
     pub(crate) fn snapshot_into(&self, out: &mut Vec<TaskSnapshot>) {
-        for shard in self.shards.iter() {
-            let shard = shard.0.lock().unwrap();
-            for slot in shard.slots() {
-                if let Slot::Occupied {
-                    header: HeaderPtr(header),
-                    ..
-                } = slot
-                {
-                    // SAFETY: see `HeaderPtr`: we hold the shard lock and the entry exists, so
-                    // the task's allocation is alive; holding that lock is also `snapshot`'s
-                    // contract.
-                    out.push(unsafe { header.as_ref().snapshot() });
-                }
-            }
-        }
+        // SAFETY: `visit` keeps the task from being unlisted to completion (and so its future
+        // and header alive) while we read; that is `snapshot`'s contract.
+        self.visit(
+            |_| {},
+            |_, header| out.push(unsafe { header.as_ref().snapshot() }),
+        );
     }
 
     /// Tasks spawned and not yet finished or dropped.
     pub(crate) fn live(&self) -> usize {
-        self.live.load(Relaxed)
+        self.shards
+            .iter()
+            .map(|shard| {
+                // Unlisted first: every task is listed before it is unlisted, so this order
+                // never counts more unlisted than listed.
+                let unlisted = shard.unlisting.0.unlisted.load(Acquire);
+                shard.listed.0.load(Acquire).saturating_sub(unlisted)
+            })
+            .sum()
+    }
+}
+
+impl Owned {
+    /// A never-used slot, adding a page if needed.
+    fn grow(&mut self) -> NonNull<Slot> {
+        if self.used == self.pages.len() * PAGE {
+            self.pages
+                .push(Box::new(std::array::from_fn(|_| Slot::vacant())));
+        }
+        let index = self.used;
+        self.used += 1;
+        NonNull::from(&self.pages[index / PAGE][index % PAGE])
     }
 }

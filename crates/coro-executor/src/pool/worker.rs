@@ -11,7 +11,7 @@
 
 use super::queue::{self, Local};
 use super::shared::{Remote, Shared};
-use crate::executor::Runnable;
+use crate::executor::{ExecutorHandle, Runnable};
 use std::cell::{Cell, RefCell};
 use std::ptr;
 use std::sync::Arc;
@@ -36,6 +36,9 @@ struct Core {
 
 pub(crate) struct Worker {
     shared: Arc<Shared>,
+    /// The pool's handle, lent out by [`with_current_handle`] so that spawning from inside the
+    /// pool does not touch the pool's reference count.
+    handle: ExecutorHandle,
     index: usize,
     core: RefCell<Core>,
 }
@@ -43,21 +46,21 @@ pub(crate) struct Worker {
 thread_local! {
     /// The worker running on this thread, if any.
     static CURRENT: Cell<*const Worker> = const { Cell::new(ptr::null()) };
-    /// Where this thread's next spawn registers in a task list: it moves to the next shard at
-    /// every spawn, from a per-thread random start.
+    /// The task-list shard this thread's spawns list their tasks in: a worker's own index, or
+    /// for any other thread a random value past every worker index (see `TaskList::insert`).
     static SHARD_HINT: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
-/// The shard a spawn from this thread should use. Consecutive spawns rotate over the shards, so
-/// that the tasks of one busy spawner do not all share one lock with every worker completing
-/// them (a per-thread fixed shard measurably serialised spawn-heavy loads).
+/// The task-list shard hint of this thread (see `SHARD_HINT`). A fixed shard per thread keeps
+/// the shard's lock uncontended and its cache line on this core: unlisting a task takes no lock.
 pub(crate) fn shard_hint() -> usize {
     SHARD_HINT.with(|h| {
         let mut hint = h.get();
         if hint == usize::MAX {
-            hint = seed() as usize >> 3;
+            // Past any worker index, and never `usize::MAX` again.
+            hint = (seed() as usize >> 2) | ((usize::MAX >> 1) + 1);
+            h.set(hint);
         }
-        h.set(hint.wrapping_add(1) & (usize::MAX >> 1));
         hint
     })
 }
@@ -75,6 +78,14 @@ pub(crate) fn current_shared() -> Option<Arc<Shared>> {
         // long as that frame is live; it is cleared before the frame ends.
         (!worker.is_null()).then(|| unsafe { (*worker).shared.clone() })
     })
+}
+
+/// Runs `f` with the handle of the pool whose worker this thread is, if any, without cloning
+/// it (a clone and its drop are two read-modify-writes on a cache line every worker shares).
+pub(crate) fn with_current_handle<R>(f: impl FnOnce(Option<&ExecutorHandle>) -> R) -> R {
+    let worker = CURRENT.with(Cell::get);
+    // SAFETY: see `current_shared`; `f` runs on this thread, inside the worker's frame.
+    f(unsafe { worker.as_ref() }.map(|worker| &worker.handle))
 }
 
 /// Where a task scheduled by the running task goes on its worker.
@@ -114,6 +125,7 @@ pub(crate) fn schedule_local(
 /// Runs worker `index` of `shared` on the current thread until the pool shuts down.
 pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>) {
     let worker = Worker {
+        handle: ExecutorHandle::from_pool(shared.clone()),
         shared,
         index,
         core: RefCell::new(Core {
@@ -125,6 +137,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>) {
         }),
     };
     CURRENT.with(|c| c.set(&worker));
+    SHARD_HINT.with(|h| h.set(index));
     /// Clears `CURRENT` even if the loop unwinds, so no dangling pointer survives the frame.
     struct Reset;
     impl Drop for Reset {

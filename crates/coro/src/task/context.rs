@@ -70,12 +70,18 @@ impl Drop for ContextGuard {
 
 /// The executor of the current task: the root task's, or else the pool whose worker this is.
 pub(crate) fn current_executor() -> Option<ExecutorHandle> {
-    let root = EXECUTOR.with(|e| {
-        // SAFETY: as for `CONTEXT`: set only by `enter_executor`, restored before the handle it
-        // points to (owned by the root task being polled) can go away.
-        unsafe { e.get().as_ref() }.cloned()
-    });
-    root.or_else(ExecutorHandle::current_pool)
+    with_current_executor(|executor| executor.cloned())
+}
+
+/// Runs `f` with the current executor (see [`current_executor`]), lent rather than cloned.
+pub(crate) fn with_current_executor<R>(f: impl FnOnce(Option<&ExecutorHandle>) -> R) -> R {
+    let root = EXECUTOR.with(Cell::get);
+    // SAFETY: as for `CONTEXT`: set only by `enter_executor`, restored before the handle it
+    // points to (owned by the root task being polled) can go away; `f` runs within this call.
+    match unsafe { root.as_ref() } {
+        Some(root) => f(Some(root)),
+        None => ExecutorHandle::with_current_pool(f),
+    }
 }
 
 /// Makes `executor` the current executor until the guard drops.

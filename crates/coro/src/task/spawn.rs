@@ -26,7 +26,24 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let executor = current_executor().unwrap_or_else(|| coro_executor::default_pool().handle());
+    // Taken here: `#[track_caller]` does not reach through the closure below.
+    let location = Location::caller();
+    context::with_current_executor(|executor| match executor {
+        Some(executor) => spawn_on(executor, fut, location),
+        None => spawn_on(&coro_executor::default_pool().handle(), fut, location),
+    })
+}
+
+/// [`spawn`] on `executor`; `location` is the caller's.
+fn spawn_on<F>(
+    executor: &ExecutorHandle,
+    fut: F,
+    location: &'static Location<'static>,
+) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
     // A `Task` already has its frame: spawn it as the root itself rather than wrapping it in a
     // second frame named after its type. (`Any` stands in for specialisation; the type test
     // folds away at compile time.)
@@ -35,17 +52,13 @@ where
         let mut task = task.take().expect("just filled");
         task.capture_context();
         let frame = task.frame().clone();
-        return spawn_root(&executor, frame, task);
+        return spawn_root(executor, frame, task);
     }
     let fut = slot.take().expect("not taken above");
-    let mut body = Framed::new(
-        fut,
-        Cow::Borrowed(std::any::type_name::<F>()),
-        Location::caller(),
-    );
+    let mut body = Framed::new(fut, Cow::Borrowed(std::any::type_name::<F>()), location);
     body.capture_context();
     let frame = body.frame().clone();
-    spawn_root(&executor, frame, FramedRoot(body))
+    spawn_root(executor, frame, FramedRoot(body))
 }
 
 /// Spawns `task` on the current executor (as [`spawn`] does) to run beside the caller: on a
@@ -55,10 +68,12 @@ pub(crate) fn spawn_task_stealable<T: Send + 'static>(
     mut task: Task<T>,
     parent: Option<u64>,
 ) -> JoinHandle<T> {
-    let executor = current_executor().unwrap_or_else(|| coro_executor::default_pool().handle());
     task.capture_context();
     let frame = task.frame().clone();
-    spawn_root_stealable(&executor, frame, task, parent)
+    context::with_current_executor(|executor| match executor {
+        Some(executor) => spawn_root_stealable(executor, frame, task, parent),
+        None => spawn_root_stealable(&coro_executor::default_pool().handle(), frame, task, parent),
+    })
 }
 
 /// Runs blocking `f` on the blocking threads of the current pool (or of the default pool), so
