@@ -160,7 +160,7 @@ impl ExecutorHandle {
                         runnable.metadata().mark_scheduled();
                         executor.schedule(runnable);
                     };
-                    let (runnable, task) = task::build(key, fut, schedule);
+                    let (runnable, task) = task::build(key, fut, TaskHeader::new(), schedule);
                     let header = std::ptr::NonNull::from(runnable.metadata());
                     (None, header, (runnable, task))
                 });

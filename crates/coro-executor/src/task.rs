@@ -15,6 +15,7 @@ pub(crate) type RawTask<T> = async_task::Task<Result<T, Panic>, TaskHeader>;
 pub(crate) fn build<F, S>(
     key: TaskKey,
     fut: F,
+    header: TaskHeader,
     schedule: S,
 ) -> (Runnable<TaskHeader>, RawTask<F::Output>)
 where
@@ -37,7 +38,7 @@ where
     // `Send + Sync + 'static`.
     unsafe {
         Builder::new()
-            .metadata(TaskHeader::new())
+            .metadata(header)
             .spawn_unchecked(make, schedule)
     }
 }

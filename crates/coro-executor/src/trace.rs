@@ -139,6 +139,10 @@ pub struct TaskHeader {
     id: u64,
     trace: AtomicPtr<TraceCell>,
     state: AtomicU8,
+    /// The pool of a pool task. Kept here rather than captured by the schedule function, so that
+    /// the schedule function is zero-sized and async-task does not take and release a
+    /// reference to the task around every call of it.
+    pool: Option<std::sync::Arc<crate::pool::Shared>>,
 }
 
 impl TaskHeader {
@@ -148,7 +152,21 @@ impl TaskHeader {
             id: next_id(),
             trace: AtomicPtr::new(ptr::null_mut()),
             state: AtomicU8::new(SCHEDULED),
+            pool: None,
         }
+    }
+
+    /// A header for a new task of `pool`.
+    pub(crate) fn for_pool(pool: std::sync::Arc<crate::pool::Shared>) -> TaskHeader {
+        TaskHeader {
+            pool: Some(pool),
+            ..TaskHeader::new()
+        }
+    }
+
+    /// The pool of a pool task.
+    pub(crate) fn pool(&self) -> Option<&std::sync::Arc<crate::pool::Shared>> {
+        self.pool.as_ref()
     }
 
     pub(crate) fn mark_scheduled(&self) {

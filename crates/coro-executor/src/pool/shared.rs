@@ -11,11 +11,32 @@ use crate::executor::Runnable;
 use crate::join::JoinHandle;
 use crate::loom::sync::atomic::{AtomicBool, AtomicPtr, Ordering::*, fence};
 use crate::task;
+use crate::trace::TaskHeader;
 use async_task::{ScheduleInfo, WithInfo};
 use concurrent_queue::ConcurrentQueue;
 use std::future::Future;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
+
+/// The schedule function of every pool task. Zero-sized (the pool is in the task's header), so
+/// that async-task calls it without pinning the task with a temporary reference first.
+fn schedule(runnable: Runnable, info: ScheduleInfo) {
+    let header = runnable.metadata();
+    header.mark_scheduled();
+    let placement = if info.woken_while_running {
+        Placement::Yielded
+    } else {
+        Placement::Next
+    };
+    let pool = Arc::as_ptr(header.pool().expect("a pool task's header names its pool"));
+    if let Err(runnable) = worker::schedule_local(pool, runnable, placement) {
+        // Not on one of the pool's workers, whose own reference would keep the pool alive:
+        // hold one while queueing, since a closed pool drops the runnable, and with it maybe
+        // the task and its header's reference.
+        let shared = runnable.metadata().pool().expect("as above").clone();
+        shared.schedule_remote(runnable);
+    }
+}
 
 /// What other threads may touch of one worker.
 pub(crate) struct Remote {
@@ -118,12 +139,8 @@ impl Shared {
         F::Output: Send + 'static,
     {
         let spawned = self.tasks.insert(worker::shard_hint(), fut, |key, fut| {
-            let shared = self.clone();
-            let schedule = move |runnable: Runnable, info: ScheduleInfo| {
-                runnable.metadata().mark_scheduled();
-                shared.schedule(runnable, info);
-            };
-            let (runnable, task) = task::build(key, fut, WithInfo(schedule));
+            let header = TaskHeader::for_pool(self.clone());
+            let (runnable, task) = task::build(key, fut, header, WithInfo(schedule));
             let header = std::ptr::NonNull::from(runnable.metadata());
             (Some(runnable.waker()), header, (runnable, task))
         });
@@ -134,7 +151,9 @@ impl Shared {
                 } else {
                     // What the schedule function does, with the placement asked for.
                     runnable.metadata().mark_scheduled();
-                    if let Err(runnable) = worker::schedule_local(self, runnable, placement) {
+                    if let Err(runnable) =
+                        worker::schedule_local(Arc::as_ptr(self), runnable, placement)
+                    {
                         self.schedule_remote(runnable);
                     }
                 }
@@ -146,18 +165,6 @@ impl Shared {
                 drop(runnable);
                 JoinHandle::new(task)
             }
-        }
-    }
-
-    /// The schedule function of every task of this pool.
-    fn schedule(self: &Arc<Self>, runnable: Runnable, info: ScheduleInfo) {
-        let placement = if info.woken_while_running {
-            Placement::Yielded
-        } else {
-            Placement::Next
-        };
-        if let Err(runnable) = worker::schedule_local(self, runnable, placement) {
-            self.schedule_remote(runnable);
         }
     }
 

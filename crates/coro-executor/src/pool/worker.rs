@@ -101,10 +101,11 @@ pub(crate) enum Placement {
     Stealable,
 }
 
-/// Schedules `runnable` on the current worker if it belongs to `shared`'s pool; gives it back
-/// otherwise (the caller then uses the global queue).
+/// Schedules `runnable` on the current worker if it belongs to pool `shared`; gives it back
+/// otherwise (the caller then uses the global queue). `shared` is only compared, never
+/// dereferenced: the worker's own reference keeps its pool alive.
 pub(crate) fn schedule_local(
-    shared: &Arc<Shared>,
+    shared: *const Shared,
     runnable: Runnable,
     placement: Placement,
 ) -> Result<(), Runnable> {
@@ -115,7 +116,7 @@ pub(crate) fn schedule_local(
         }
         // SAFETY: see `current_shared`.
         let worker = unsafe { &*worker };
-        if !Arc::ptr_eq(&worker.shared, shared) {
+        if !ptr::eq(Arc::as_ptr(&worker.shared), shared) {
             return Err(runnable);
         }
         worker.schedule_local(runnable, placement)
