@@ -10,10 +10,19 @@ and the last column is the cost of coro's Task layer over its engine.
 Usage: python3 benches/ratios.py [CRITERION_DIR]
 CRITERION_DIR defaults to $CARGO_TARGET_DIR/criterion, else target/criterion at the workspace
 root (the parent of this script's directory). Python 3 standard library only.
+
+Usage: python3 benches/ratios.py --runs N [CRITERION_ARGS...]
+runs the bench N times, each in a fresh process (`cargo bench -p coro-benches --bench
+rt_multi_threaded -- CRITERION_ARGS`), and prints the same table from the N runs: each time
+is the median over the runs, each ratio the median of the N per-run ratios with their range.
+On a small machine one process can sit in a slow or a fast mode for its whole life (heap
+layout, thread placement), so one run can mislead; N runs show the modes.
 """
 
 import json
 import os
+import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -58,7 +67,60 @@ def human(ns) -> str:
     return f"{ns:.3g} ns"
 
 
+def workspace_criterion_dir() -> Path:
+    target = os.environ.get("CARGO_TARGET_DIR")
+    if target:
+        return Path(target) / "criterion"
+    return Path(__file__).resolve().parent.parent / "target" / "criterion"
+
+
+def ratio_cell(values) -> str:
+    if not values:
+        return "n/a"
+    mid = statistics.median(values)
+    if len(values) == 1:
+        return f"{mid:.2f}"
+    return f"{mid:.2f} ({min(values):.2f}–{max(values):.2f})"
+
+
+def main_runs(runs: int, criterion_args) -> int:
+    root = workspace_criterion_dir()
+    workspace = Path(__file__).resolve().parent.parent
+    times = {}
+    for run in range(runs):
+        print(f"run {run + 1} of {runs}...", file=sys.stderr)
+        cmd = ["cargo", "bench", "-q", "-p", "coro-benches", "--bench", "rt_multi_threaded", "--"]
+        subprocess.run(cmd + list(criterion_args), cwd=workspace, check=True,
+                       stdout=subprocess.DEVNULL)
+        for shape in SHAPES:
+            for name in [CORO, CORO_TASKS] + OTHERS:
+                ns = median_ns(root, shape, name)
+                if ns is not None:
+                    times.setdefault((shape, name), []).append(ns)
+    print(f"Medians over {runs} runs; ratios: median of the per-run ratios (range).")
+    print()
+    print("| shape | coro | coro_tasks | tokio | async-executor | coro / best | coro_tasks / coro |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for shape in SHAPES:
+        series = {name: times.get((shape, name), []) for name in [CORO, CORO_TASKS] + OTHERS}
+        ratios, layers = [], []
+        for run in range(runs):
+            try:
+                coro = series[CORO][run]
+                best = min(series[name][run] for name in OTHERS)
+                ratios.append(coro / best)
+                layers.append(series[CORO_TASKS][run] / coro)
+            except (IndexError, ValueError):
+                pass
+        cells = [human(statistics.median(v)) if v else "n/a" for v in series.values()]
+        cells += [ratio_cell(ratios), ratio_cell(layers)]
+        print(f"| `{shape}` | " + " | ".join(cells) + " |")
+    return 0
+
+
 def main() -> int:
+    if len(sys.argv) > 2 and sys.argv[1] == "--runs":
+        return main_runs(int(sys.argv[2]), sys.argv[3:])
     root = criterion_dir()
     if not root.is_dir():
         print(f"no criterion results under {root}; run the benches first", file=sys.stderr)
