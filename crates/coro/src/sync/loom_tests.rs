@@ -20,6 +20,13 @@
 //!   after the write guard is dropped.
 //! - `loom_shared_mutex_granted_writer_dropped`: a queued writer granted by a release on one
 //!   thread while its own thread drops it passes the lock on: nothing stays held.
+//! - `loom_shared_mutex_granted_readers_release_while_others_queue`: two readers granted
+//!   together by a writer's release release on two threads while a second writer and then a
+//!   reader queue; every waiter gets the lock and the lock ends free. (A variant in which the
+//!   readers saw their grant without the queue's lock found a hang: one reader releasing
+//!   lock-free while the other released under the lock could leave the lock free with the
+//!   writer still queued. `publish` now applies the policy again after carrying such a release
+//!   over.)
 //! - `loom_semaphore_release_races_acquire_enqueue`: `add_permits` and a permit's drop racing
 //!   an `acquire(2)` that enqueues; the acquire completes and every permit comes back.
 //! - `loom_semaphore_dropped_acquire_races_release`: a queued `acquire(2)` dropped while the
@@ -342,5 +349,55 @@ fn loom_baton_post_races_registration() {
         // Registering while the post runs: it sees the post, or the post takes its waker.
         block_on(baton.wait());
         poster.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_shared_mutex_granted_readers_release_while_others_queue() {
+    loom::model(|| {
+        let lock = Arc::new(SharedMutexFair::new(0usize));
+        let writer = lock.try_write().unwrap();
+        let queued = [
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        ];
+        let readers: Vec<_> = queued
+            .iter()
+            .map(|queued| {
+                let (lock, queued) = (lock.clone(), queued.clone());
+                thread::spawn(move || {
+                    let mut read = pin!(lock.read());
+                    assert!(poll_once(read.as_mut()).is_pending(), "the writer holds it");
+                    queued.store(true, SeqCst);
+                    // Granted by the writer's release.
+                    let guard = block_on(read);
+                    assert_eq!(*guard, 0);
+                })
+            })
+            .collect();
+        for queued in &queued {
+            wait_for(queued);
+        }
+        drop(writer);
+        // Queues behind the granted readers (unless both have left already).
+        let mut second_writer = pin!(lock.write());
+        let mut guard = match poll_once(second_writer.as_mut()) {
+            Poll::Ready(guard) => Some(guard),
+            Poll::Pending => None,
+        };
+        let mut later_reader = pin!(lock.read());
+        if guard.is_none() {
+            assert!(
+                poll_once(later_reader.as_mut()).is_pending(),
+                "behind a queued writer"
+            );
+        }
+        for reader in readers {
+            reader.join().unwrap();
+        }
+        **guard.get_or_insert_with(|| block_on(second_writer)) += 1;
+        drop(guard);
+        assert_eq!(*block_on(later_reader), 1);
+        assert_lock_free(&lock);
     });
 }

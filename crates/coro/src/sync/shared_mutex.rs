@@ -160,30 +160,36 @@ impl RawSharedMutex {
         let base = state;
         state -= mode.bits();
         Self::dispatch(&mut state, queue, mode == Mode::Exclusive, wakes);
-        self.publish(base, state, queue);
+        self.publish(base, state, queue, wakes);
     }
 
     /// Replaces `base`, read under the queue's lock with `QUEUED` set, by `state` computed from
     /// it, with `QUEUED` telling whether anybody still waits. While `QUEUED` is set, the only
     /// change anyone else can make to the word is a reader leaving other readers behind (the
-    /// lock-free release in `release`): those are carried over, not overwritten.
-    fn publish(&self, mut base: usize, state: usize, queue: &Queue) {
-        let waiting = !queue.waiters.is_empty() || !matches!(queue.upgrader, Upgrader::None);
-        let mut state = if waiting {
-            state | QUEUED
-        } else {
-            state & !QUEUED
-        };
-        while let Err(actual) = self
-            .state
-            .compare_exchange_weak(base, state, AcqRel, Acquire)
-        {
-            debug_assert!(
-                actual <= base && (base - actual) % READER == 0,
-                "only lock-free reader releases may race a locked update"
-            );
-            state -= base - actual;
-            base = actual;
+    /// lock-free release in `release`): those are carried over, not overwritten, and the
+    /// policy is applied again, since two readers that each saw the other (one lock-free, one
+    /// here) may together have left the lock to a queued writer or upgrader. A loom model
+    /// found that hang.
+    fn publish(&self, mut base: usize, mut state: usize, queue: &mut Queue, wakes: &mut WakeList) {
+        loop {
+            let waiting = !queue.waiters.is_empty() || !matches!(queue.upgrader, Upgrader::None);
+            let new = if waiting {
+                state | QUEUED
+            } else {
+                state & !QUEUED
+            };
+            match self.state.compare_exchange_weak(base, new, AcqRel, Acquire) {
+                Ok(_) => return,
+                Err(actual) => {
+                    debug_assert!(
+                        actual <= base && (base - actual) % READER == 0,
+                        "only lock-free reader releases may race a locked update"
+                    );
+                    state -= base - actual;
+                    base = actual;
+                    Self::dispatch(&mut state, queue, false, wakes);
+                }
+            }
         }
     }
 
@@ -285,7 +291,10 @@ impl RawSharedMutex {
                     queue.upgrader = Upgrader::None;
                     *registered = false;
                     let state = self.state.load(Acquire);
-                    self.publish(state, state, &queue);
+                    // Held exclusively: no reader can race this, so nobody is granted here.
+                    let mut wakes = WakeList::default();
+                    self.publish(state, state, &mut queue, &mut wakes);
+                    debug_assert!(wakes.is_empty());
                     Poll::Ready(())
                 }
                 Upgrader::Waiting(waker) => {
@@ -419,7 +428,7 @@ impl Grantor for RawSharedMutex {
                     let mut state = base;
                     // Readers that waited only because of this writer may go now.
                     Self::dispatch(&mut state, &mut queue, mode == Mode::Exclusive, &mut wakes);
-                    self.publish(base, state, &queue);
+                    self.publish(base, state, &mut queue, &mut wakes);
                 }
             }
         }

@@ -192,6 +192,11 @@ impl WakeList {
         }
     }
 
+    /// Whether nobody was collected.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
     /// Wakes everyone collected. Call it with no lock held.
     pub(crate) fn wake_all(self) {
         if let Some(first) = self.first {
