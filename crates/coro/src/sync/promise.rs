@@ -14,7 +14,7 @@
 use super::wakers::WakerSlab;
 use super::{BrokenPromise, PromiseAlreadySatisfied};
 use coro_executor::loom::UnsafeCell;
-use coro_executor::loom::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
+use coro_executor::loom::sync::atomic::{AtomicU8, Ordering::*};
 use coro_executor::loom::sync::{Arc, Mutex, MutexGuard};
 use std::fmt;
 use std::future::Future;
@@ -31,8 +31,6 @@ struct Inner<T> {
     /// Written once, under the promise's mutex, before `state` becomes `SET`.
     value: UnsafeCell<Option<T>>,
     waiters: Mutex<WakerSlab>,
-    /// Futures alive that wait here (for `pending`).
-    futures: AtomicUsize,
 }
 
 // SAFETY: `value` is written once, by the promise holding its mutex, before `state` is stored
@@ -51,6 +49,11 @@ impl<T> Inner<T> {
     /// Stores the final `state` (`SET` or `BROKEN`), then wakes every registered future.
     fn complete(&self, state: u8) {
         self.state.store(state, Release);
+        self.wake_all();
+    }
+
+    /// Wakes every registered future; the final state must be stored already.
+    fn wake_all(&self) {
         // Taken after the store: a future registering later sees the state under the lock.
         let waiters = self.lock_waiters().take();
         waiters.wake_all();
@@ -130,7 +133,6 @@ impl<T: Clone + Send + Sync> SharedPromise<T> {
                     state: AtomicU8::new(EMPTY),
                     value: UnsafeCell::new(None),
                     waiters: Mutex::new(WakerSlab::default()),
-                    futures: AtomicUsize::new(0),
                 });
                 *slot = Slot::Shared(inner.clone());
                 Repr::waiting(inner)
@@ -167,12 +169,15 @@ impl<T: Clone + Send + Sync> SharedPromise<T> {
                     // SAFETY: the promise's mutex is held and `state` is still `EMPTY`: no
                     // future reads `value` yet, and no other `set_value` can be here.
                     inner.value.with_mut(|slot| unsafe { *slot = Some(value) });
+                    // Published under the promise's lock, so that `pending` never counts the
+                    // reference this takes for the wake-up as a waiting future.
+                    inner.state.store(SET, Release);
                     inner.clone()
                 }
             }
         };
-        // Outside the promise's lock: the value is in place; publish it and wake everyone.
-        inner.complete(SET);
+        // Outside the promise's lock: wake everyone.
+        inner.wake_all();
         Ok(())
     }
 
@@ -207,8 +212,10 @@ impl<T: Clone + Send + Sync> SharedPromise<T> {
     /// ```
     pub fn pending(&self) -> usize {
         match &*self.lock_slot() {
+            // Every waiting future holds one reference, and the slot the other: a count of its
+            // own cost every future two more read-modify-writes on that cache line.
             Slot::Shared(inner) if inner.state.load(Acquire) == EMPTY => {
-                inner.futures.load(Acquire)
+                Arc::strong_count(inner) - 1
             }
             _ => 0,
         }
@@ -265,7 +272,6 @@ enum Repr<T> {
 
 impl<T> Repr<T> {
     fn waiting(inner: Arc<Inner<T>>) -> Self {
-        inner.futures.fetch_add(1, AcqRel);
         Repr::Waiting { inner, slot: None }
     }
 }
@@ -340,15 +346,16 @@ impl<T: Clone> Clone for SharedFuture<T> {
 
 impl<T> Drop for SharedFuture<T> {
     fn drop(&mut self) {
-        if let Repr::Waiting { inner, slot } = &self.repr {
-            inner.futures.fetch_sub(1, AcqRel);
-            if let Some(index) = *slot {
+        if let Repr::Waiting {
+            inner,
+            slot: Some(index),
+        } = &self.repr
+        {
+            if inner.state.load(Acquire) == EMPTY {
+                let mut waiters = inner.lock_waiters();
+                // Unless fulfilment took the slab meanwhile (then there is nothing to free).
                 if inner.state.load(Acquire) == EMPTY {
-                    let mut waiters = inner.lock_waiters();
-                    // Unless fulfilment took the slab meanwhile (then there is nothing to free).
-                    if inner.state.load(Acquire) == EMPTY {
-                        waiters.remove(index);
-                    }
+                    waiters.remove(*index);
                 }
             }
         }
