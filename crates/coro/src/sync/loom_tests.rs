@@ -35,6 +35,10 @@
 //!   an `acquire(1)` that fits queues behind it: the latter is granted; every permit comes back.
 //! - `loom_promise_set_value_races_get_future`: a future taken and polled while another
 //!   thread fulfils the promise resolves to the value.
+//! - `loom_promise_second_future_without_the_lock`: two threads take a future at once (the
+//!   second without the promise's lock) while the promise is fulfilled: both resolve to the
+//!   value, and no future is left counted as pending; with the shared pointer published
+//!   `Relaxed`, loom reports the unsynchronised read of the state it points to.
 //! - `loom_promise_drop_races_waiting_future`: the promise dropped unfulfilled while a future
 //!   waits: the future resolves to `Err(BrokenPromise)`.
 //! - `loom_promise_future_drop_races_set_value`: a registered future dropped while the
@@ -399,5 +403,23 @@ fn loom_shared_mutex_granted_readers_release_while_others_queue() {
         drop(guard);
         assert_eq!(*block_on(later_reader), 1);
         assert_lock_free(&lock);
+    });
+}
+
+#[test]
+fn loom_promise_second_future_without_the_lock() {
+    loom::model(|| {
+        let promise = Arc::new(SharedPromise::new());
+        let second = {
+            let promise = promise.clone();
+            thread::spawn(move || block_on(promise.get_future()))
+        };
+        // Races the other thread's: either may be the first (under the lock), the other then
+        // takes the lock-free path.
+        let first = promise.get_future();
+        promise.set_value(7u32).unwrap();
+        assert_eq!(block_on(first), Ok(7));
+        assert_eq!(second.join().unwrap(), Ok(7));
+        assert_eq!(promise.pending(), 0);
     });
 }

@@ -14,7 +14,7 @@
 use super::wakers::WakerSlab;
 use super::{BrokenPromise, PromiseAlreadySatisfied};
 use coro_executor::loom::UnsafeCell;
-use coro_executor::loom::sync::atomic::{AtomicU8, Ordering::*};
+use coro_executor::loom::sync::atomic::{AtomicPtr, AtomicU8, Ordering::*};
 use coro_executor::loom::sync::{Arc, Mutex, MutexGuard};
 use std::fmt;
 use std::future::Future;
@@ -101,6 +101,9 @@ enum Slot<T> {
 /// ```
 pub struct SharedPromise<T> {
     slot: Mutex<Slot<T>>,
+    /// The shared state once a future was handed out, for `get_future` to clone without the
+    /// lock. Set once; the slot keeps the reference it points through until the promise drops.
+    shared: AtomicPtr<Inner<T>>,
 }
 
 impl<T: Clone + Send + Sync> SharedPromise<T> {
@@ -113,6 +116,7 @@ impl<T: Clone + Send + Sync> SharedPromise<T> {
     pub fn new() -> Self {
         SharedPromise {
             slot: Mutex::new(Slot::Empty),
+            shared: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 
@@ -124,6 +128,20 @@ impl<T: Clone + Send + Sync> SharedPromise<T> {
     /// assert_eq!(coro::block_wait(promise.get_future()), Ok(3));
     /// ```
     pub fn get_future(&self) -> SharedFuture<T> {
+        // Every future but the first: no lock (a fan-out hands out thousands in a row).
+        let shared = self.shared.load(Acquire);
+        if !shared.is_null() {
+            // SAFETY: `shared` came from `Arc::as_ptr` of the `Arc` in the slot, which keeps it
+            // alive until the promise is dropped, and we borrow the promise: taking one more
+            // reference and owning it is sound.
+            let inner = unsafe {
+                Arc::increment_strong_count(shared);
+                Arc::from_raw(shared)
+            };
+            return SharedFuture {
+                repr: Repr::waiting(inner),
+            };
+        }
         let mut slot = self.lock_slot();
         let repr = match &*slot {
             Slot::Fulfilled(value) => Repr::Ready(Some(value.clone())),
@@ -135,6 +153,8 @@ impl<T: Clone + Send + Sync> SharedPromise<T> {
                     waiters: Mutex::new(WakerSlab::default()),
                 });
                 *slot = Slot::Shared(inner.clone());
+                // Release: a lock-free `get_future` that sees it sees the state initialised.
+                self.shared.store(Arc::as_ptr(&inner).cast_mut(), Release);
                 Repr::waiting(inner)
             }
         };
