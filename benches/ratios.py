@@ -119,8 +119,13 @@ def main_runs(runs: int, criterion_args) -> int:
 
 
 def main() -> int:
-    if len(sys.argv) > 2 and sys.argv[1] == "--runs":
-        return main_runs(int(sys.argv[2]), sys.argv[3:])
+    if len(sys.argv) > 1 and sys.argv[1] == "--runs":
+        runs = sys.argv[2] if len(sys.argv) > 2 else ""
+        if not runs.isdigit() or int(runs) < 1:
+            print(f"--runs needs a positive number of runs, got {runs!r}; "
+                  "e.g. python3 benches/ratios.py --runs 5", file=sys.stderr)
+            return 2
+        return main_runs(int(runs), sys.argv[3:])
     root = criterion_dir()
     if not root.is_dir():
         print(f"no criterion results under {root}; run the benches first", file=sys.stderr)
