@@ -53,7 +53,10 @@ pub use executor::{Executor, ExecutorHandle, Runnable};
 pub use inline::InlineExecutor;
 pub use join::{JoinError, JoinHandle};
 pub use manual::ManualExecutor;
-pub use pool::{BuildError, PoolMetrics, ThreadPool, ThreadPoolBuilder, WorkerMetrics};
+pub use pool::{
+    BuildError, Offer, OfferGuard, PoolMetrics, ThreadPool, ThreadPoolBuilder, WorkerMetrics,
+    post_offer,
+};
 pub use yield_now::{YieldNow, yield_now};
 
 use std::future::Future;

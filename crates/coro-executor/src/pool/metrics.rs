@@ -91,6 +91,9 @@ pub struct WorkerMetrics {
     pub overflows: u64,
     /// Times this worker went to sleep for lack of work.
     pub parks: u64,
+    /// Times this worker, idle, took from an offer another worker had posted
+    /// ([`post_offer`](crate::post_offer)).
+    pub offers_taken: u64,
     /// Tasks in this worker's local queue (plus its next slot) right now.
     pub local_queue_depth: usize,
 }
@@ -108,6 +111,7 @@ pub(crate) struct WorkerCounters {
     pub(crate) stolen_tasks: Counter,
     pub(crate) overflows: Counter,
     pub(crate) parks: Counter,
+    pub(crate) offers_taken: Counter,
 }
 
 /// A counter with a single writer.
@@ -140,6 +144,7 @@ impl WorkerCounters {
             stolen_tasks: self.stolen_tasks.get(),
             overflows: self.overflows.get(),
             parks: self.parks.get(),
+            offers_taken: self.offers_taken.get(),
             local_queue_depth,
         }
     }

@@ -6,6 +6,8 @@
 //! - `worker`: the worker loop and scheduling from inside a worker;
 //! - `idle`: who searches and who sleeps, and so whom to wake;
 //! - `park`: how a worker sleeps;
+//! - `offer`: work a busy worker makes available to idle ones without spawning it;
+//! - `monitor`: the thread that wakes a parked worker for an offer that stays posted;
 //! - `tasks`: the live-task list that shutdown drains;
 //! - `metrics`, `builder`: the public snapshot and configuration types.
 
@@ -14,6 +16,8 @@ mod idle;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod metrics;
+mod monitor;
+mod offer;
 mod park;
 pub(crate) mod queue;
 mod shared;
@@ -22,6 +26,7 @@ mod worker;
 
 pub use builder::{BuildError, ThreadPoolBuilder};
 pub use metrics::{PoolMetrics, WorkerMetrics};
+pub use offer::{Offer, OfferGuard, post_offer};
 
 use crate::blocking::BlockingPool;
 use crate::executor::ExecutorHandle;
@@ -144,6 +149,21 @@ impl ThreadPool {
             match spawned {
                 Ok(thread) => pool.threads.push(thread),
                 // Dropping `pool` shuts down the workers already started.
+                Err(e) => {
+                    return Err(BuildError {
+                        kind: BuildErrorKind::Spawn(e),
+                    });
+                }
+            }
+        }
+        if workers > 1 {
+            // With one worker there is nobody to take an offer, so nothing to monitor.
+            let shared = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("{}-monitor", config.thread_name))
+                .spawn(move || monitor::run(shared));
+            match spawned {
+                Ok(thread) => pool.threads.push(thread),
                 Err(e) => {
                     return Err(BuildError {
                         kind: BuildErrorKind::Spawn(e),

@@ -2,6 +2,8 @@
 
 use super::idle::Idle;
 use super::metrics::WorkerCounters;
+use super::monitor::Monitor;
+use super::offer::OfferSlot;
 use super::park::Parker;
 use super::queue;
 use super::tasks::TaskList;
@@ -47,6 +49,8 @@ pub(crate) struct Remote {
     next: AtomicPtr<()>,
     pub(crate) parker: Parker,
     pub(crate) counters: WorkerCounters,
+    /// Work the worker offers while it runs a stretch of work inline (`offer.rs`).
+    pub(crate) offer: OfferSlot,
 }
 
 impl Remote {
@@ -56,6 +60,7 @@ impl Remote {
             next: AtomicPtr::new(ptr::null_mut()),
             parker: Parker::new(),
             counters: WorkerCounters::default(),
+            offer: OfferSlot::new(),
         }
     }
 
@@ -99,6 +104,8 @@ pub(crate) struct Shared {
     pub(crate) idle: Idle,
     pub(crate) tasks: TaskList,
     pub(crate) blocking: BlockingPool,
+    /// Wakes a parked worker for an offer that stays posted (`monitor.rs`).
+    pub(crate) monitor: Monitor,
     shutdown: AtomicBool,
 }
 
@@ -111,6 +118,7 @@ impl Shared {
             idle: Idle::new(workers),
             tasks: TaskList::new(workers),
             blocking,
+            monitor: Monitor::new(),
             shutdown: AtomicBool::new(false),
         }
     }
@@ -211,6 +219,7 @@ impl Shared {
         for remote in self.remotes.iter() {
             remote.parker.unpark();
         }
+        self.monitor.wake();
         true
     }
 

@@ -9,6 +9,7 @@
 //!    only), then the global queue, for a bounded number of passes;
 //! 5. park, rescanning every queue first if this worker was the last searcher or the last awake.
 
+use super::offer::Offer;
 use super::queue::{self, Local};
 use super::shared::{Remote, Shared};
 use crate::executor::{ExecutorHandle, Runnable};
@@ -88,6 +89,20 @@ pub(crate) fn with_current_handle<R>(f: impl FnOnce(Option<&ExecutorHandle>) -> 
     f(unsafe { worker.as_ref() }.map(|worker| &worker.handle))
 }
 
+/// Runs `f` with the pool and index of the worker running on this thread, if any.
+pub(crate) fn with_current_worker<R>(f: impl FnOnce(&Arc<Shared>, usize) -> R) -> Option<R> {
+    let worker = CURRENT.with(Cell::get);
+    // SAFETY: see `current_shared`; `f` runs on this thread, inside the worker's frame.
+    unsafe { worker.as_ref() }.map(|worker| f(&worker.shared, worker.index))
+}
+
+/// What a search found.
+enum Found {
+    Task(Runnable),
+    /// An offer posted by a busy worker, to take from.
+    Offer(Arc<dyn Offer>),
+}
+
 /// Where a task scheduled by the running task goes on its worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Placement {
@@ -163,11 +178,11 @@ impl Worker {
                 self.run_task(task);
                 continue;
             }
-            if let Some(task) = self.search() {
-                self.run_task(task);
-                continue;
+            match self.search() {
+                Some(Found::Task(task)) => self.run_task(task),
+                Some(Found::Offer(offer)) => self.take_offer(offer),
+                None => self.park(),
             }
-            self.park();
         }
     }
 
@@ -262,8 +277,18 @@ impl Worker {
         task.run();
     }
 
-    /// Looks for work elsewhere: other workers' queues, then the global queue.
-    fn search(&self) -> Option<Runnable> {
+    /// Takes from an offer found while searching. Whatever `take` spawns lands in this
+    /// worker's next slot and runs next; the worker stays a searcher until then. A panic in
+    /// `take` is the offer's own bug and must not kill the worker: it is caught and dropped.
+    fn take_offer(&self, offer: Arc<dyn Offer>) {
+        self.remote().counters.offers_taken.add(1);
+        let taken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| offer.take()));
+        drop(taken);
+    }
+
+    /// Looks for work elsewhere: other workers' queues, then their posted offers, then the
+    /// global queue.
+    fn search(&self) -> Option<Found> {
         let mut core = self.core.borrow_mut();
         if !core.is_searching {
             if !self.shared.idle.try_start_searching() {
@@ -285,18 +310,21 @@ impl Worker {
                 if let Some((task, stolen)) = remotes[victim].steal.steal_into(&mut core.local) {
                     counters.steal_operations.add(1);
                     counters.stolen_tasks.add(stolen as u64);
-                    return Some(task);
+                    return Some(Found::Task(task));
                 }
                 if last_pass {
                     if let Some(task) = remotes[victim].take_next() {
                         counters.steal_operations.add(1);
                         counters.stolen_tasks.add(1);
-                        return Some(task);
+                        return Some(Found::Task(task));
                     }
+                }
+                if let Some(offer) = remotes[victim].offer.get() {
+                    return Some(Found::Offer(offer));
                 }
             }
             if let Some(task) = self.pop_global(&mut core) {
-                return Some(task);
+                return Some(Found::Task(task));
             }
             std::hint::spin_loop();
         }

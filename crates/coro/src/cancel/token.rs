@@ -199,34 +199,40 @@ impl CancellationToken {
     /// assert!(both.is_cancellation_requested());
     /// ```
     pub fn merge(tokens: impl IntoIterator<Item = CancellationToken>) -> CancellationToken {
+        // The common merges (a collect's own token with a caller that has none, or the same
+        // token twice) find one distinct token: no list is allocated for those.
+        let mut tokens = tokens
+            .into_iter()
+            .filter(CancellationToken::can_be_cancelled);
+        let Some(first) = tokens.next() else {
+            return CancellationToken::none();
+        };
         let mut distinct: Vec<CancellationToken> = Vec::new();
         for token in tokens {
-            if token.can_be_cancelled() && !distinct.contains(&token) {
+            if token != first && !distinct.contains(&token) {
                 distinct.push(token);
             }
         }
-        match distinct.len() {
-            0 => CancellationToken::none(),
-            1 => distinct.pop().expect("one token"),
-            _ => {
-                let merged = CancelState::new_merged();
-                let weak: Weak<CancelState> = Arc::downgrade(&merged);
-                let forwarders = distinct
-                    .iter()
-                    .map(|input| {
-                        let weak = weak.clone();
-                        CancellationCallback::new(input, move || {
-                            if let Some(merged) = weak.upgrade() {
-                                merged.request();
-                            }
-                        })
-                    })
-                    .collect();
-                merged.set_inputs(distinct, forwarders);
-                CancellationToken {
-                    state: Some(merged),
-                }
-            }
+        if distinct.is_empty() {
+            return first;
+        }
+        distinct.insert(0, first);
+        let merged = CancelState::new_merged();
+        let weak: Weak<CancelState> = Arc::downgrade(&merged);
+        let forwarders = distinct
+            .iter()
+            .map(|input| {
+                let weak = weak.clone();
+                CancellationCallback::new(input, move || {
+                    if let Some(merged) = weak.upgrade() {
+                        merged.request();
+                    }
+                })
+            })
+            .collect();
+        merged.set_inputs(distinct, forwarders);
+        CancellationToken {
+            state: Some(merged),
         }
     }
 }

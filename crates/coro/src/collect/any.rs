@@ -2,7 +2,7 @@
 //! decides; the rest are cancelled and awaited (cooperative, as folly).
 
 use super::children::unwrap_child;
-use super::range::run_all;
+use super::range::{run_all, slots};
 use crate::Task;
 use coro_executor::JoinError;
 use std::borrow::Cow;
@@ -74,16 +74,17 @@ where
     <I::Item as IntoFuture>::IntoFuture: Send + 'static,
     T: Send + 'static,
 {
+    let location = Location::caller();
     let futs = futures_of(ANY, iter);
     let body = async move {
         // Every outcome counts as decisive: the first in time cancels the rest.
-        let (mut outcomes, first) = run_all(ANY, futs, |_| true).await;
+        let (mut outcomes, first) = run_all(slots(futs, ANY, location, |_| true), true).await;
         let Some(index) = first else {
             no_finisher(ANY, outcomes)
         };
         (index, unwrap_child(ANY, index, outcomes.swap_remove(index)))
     };
-    Task::with_frame(body, Cow::Borrowed(ANY), Location::caller())
+    Task::with_frame(body, Cow::Borrowed(ANY), location)
 }
 
 /// Like [`collect_any`], for children that return `Result<T, E>`: the first `Ok` in time wins,
@@ -131,6 +132,7 @@ where
     T: Send + 'static,
     E: Send + 'static,
 {
+    let location = Location::caller();
     let futs = futures_of(TRY_ANY, iter);
     let body = async move {
         // Each child's output is stamped with its completion order, to find the last Err.
@@ -139,7 +141,8 @@ where
             .into_iter()
             .map(|fut| stamp(fut, finished.clone()))
             .collect();
-        let (mut outcomes, first) = run_all(TRY_ANY, stamped, |(r, _)| r.is_ok()).await;
+        let (mut outcomes, first) =
+            run_all(slots(stamped, TRY_ANY, location, |(r, _)| r.is_ok()), true).await;
         if let Some(index) = first {
             let (result, _) = unwrap_child(TRY_ANY, index, outcomes.swap_remove(index));
             return Ok((
@@ -160,7 +163,7 @@ where
         }
         Err(last.expect("the input is not empty").1)
     };
-    Task::with_frame(body, Cow::Borrowed(TRY_ANY), Location::caller())
+    Task::with_frame(body, Cow::Borrowed(TRY_ANY), location)
 }
 
 /// Runs `fut`, then pairs its output with its completion order among the users of `finished`.
@@ -208,9 +211,10 @@ where
     <I::Item as IntoFuture>::IntoFuture: Send + 'static,
     T: Send + 'static,
 {
+    let location = Location::caller();
     let futs = futures_of(NO_DISCARD, iter);
     let body = async move {
-        let (outcomes, first) = run_all(NO_DISCARD, futs, |_| true).await;
+        let (outcomes, first) = run_all(slots(futs, NO_DISCARD, location, |_| true), true).await;
         let Some(first) = first else {
             no_finisher(NO_DISCARD, outcomes)
         };
@@ -232,5 +236,5 @@ where
         }
         values
     };
-    Task::with_frame(body, Cow::Borrowed(NO_DISCARD), Location::caller())
+    Task::with_frame(body, Cow::Borrowed(NO_DISCARD), location)
 }

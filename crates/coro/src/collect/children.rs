@@ -8,7 +8,8 @@ use std::any::Any;
 use std::future::{Future, poll_fn};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::{Pin, pin};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::*};
 use std::task::Poll;
 
 /// A caught panic's payload.
@@ -17,15 +18,24 @@ pub(super) type Payload = Box<dyn Any + Send + 'static>;
 /// The collect's own cancellation source and the index of the child that failed first.
 pub(super) struct Failure {
     source: CancellationSource,
-    first: Mutex<Option<usize>>,
+    /// The index of the first child to fail, or `NONE`.
+    first: AtomicUsize,
 }
+
+/// No child has failed.
+const NONE: usize = usize::MAX;
 
 impl Failure {
     pub(super) fn new() -> Arc<Failure> {
-        Arc::new(Failure {
+        Arc::new(Failure::unshared())
+    }
+
+    /// A failure record to embed in a collect's own shared state.
+    pub(super) fn unshared() -> Failure {
+        Failure {
             source: CancellationSource::new(),
-            first: Mutex::new(None),
-        })
+            first: AtomicUsize::new(NONE),
+        }
     }
 
     /// The token children run with: the caller's (the current task's) merged with the
@@ -34,19 +44,25 @@ impl Failure {
         CancellationToken::merge([crate::current_cancellation_token(), self.source.token()])
     }
 
+    /// The token of the collect's own source (cancelled on the first failure).
+    pub(super) fn source_token(&self) -> CancellationToken {
+        self.source.token()
+    }
+
     /// Records child `index` as failed; the first to do so cancels its siblings.
-    fn record(&self, index: usize) {
-        let mut first = self.first.lock().unwrap_or_else(PoisonError::into_inner);
-        if first.is_none() {
-            *first = Some(index);
-            drop(first);
+    pub(super) fn record(&self, index: usize) {
+        if self
+            .first
+            .compare_exchange(NONE, index, AcqRel, Acquire)
+            .is_ok()
+        {
             self.source.request_cancellation();
         }
     }
 
     /// The child that failed first, if any did.
     pub(super) fn first(&self) -> Option<usize> {
-        *self.first.lock().unwrap_or_else(PoisonError::into_inner)
+        Some(self.first.load(Acquire)).filter(|&index| index != NONE)
     }
 }
 

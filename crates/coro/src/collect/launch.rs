@@ -1,107 +1,163 @@
 //! How `collect_all_range`, `try_collect_all_range`, `collect_all_settled_range` and the tuple
-//! macros start their children: inline first, the rest offered to idle workers.
+//! macros run their children: in place, inline first, the rest offered to idle workers.
 //!
 //! Spawning every child costs an allocation, a queue push and a wake-up per child, and for the
-//! commonest children (ready at once, or after one short wait) that cost dominates. So the
-//! collect runs each child inline, in its own frame and context, until the child first
-//! suspends (folly's collectAll starts its children the same way); a child that suspends is
-//! then spawned as a task of its own, so that it resumes on the executor by itself. Children
-//! that never suspend (CPU-bound work) would then run one after another; to keep them parallel
-//! on a thread pool, the collect keeps one *offer* queued while unstarted children remain: a
-//! helper task that an idle worker may pick up. A helper that starts claims the next unstarted
-//! child, first queues the next offer (so the offers spread over every idle worker), then runs
-//! that child to completion, and returns its outcome with the next helper's handle. When the
-//! collect has started every child itself, it revokes the outstanding offer: a revoked helper
-//! that still runs claims nothing. For children that are ready at once this costs one helper
-//! spawn per collect, not one spawn per child.
+//! commonest children (ready at once, or after one short wait) that cost dominates. So each
+//! child lives in a slot of the collect's shared state (`slot.rs`), and the collect polls it
+//! there, inline, in the child's own frame and context, until it first suspends (folly's
+//! collectAll starts its children the same way). A child that suspends is then driven by a
+//! task of its own, which polls it in the same slot, so that it resumes on the executor by
+//! itself. A ready child costs no allocation, no spawn and no wake-up.
+//!
+//! Children that never suspend (CPU-bound work) would then run one after another. To keep them
+//! parallel on a thread pool, the collect *posts* its unstarted children as an offer on its
+//! worker while it starts them ([`coro_executor::post_offer`]). Posting wakes nobody and costs a
+//! few atomic operations; if the children are quick, the offer is revoked before anyone looks.
+//! If the worker stays busy, the pool's monitor wakes an idle worker, which takes the next
+//! unstarted child and drives it as a task there (offering the rest in turn while it runs, so
+//! the work spreads over every idle worker).
 
-use super::children::{Failure, Payload, guarded};
-use crate::Task;
+use super::children::Failure;
+use super::slot::ChildSlots;
 use crate::cancel::CancellationToken;
-use crate::task::root::without_publishing;
-use coro_executor::{JoinError, JoinHandle};
+use crate::task::context::{Context, current_context};
+use crate::task::root::{spawn_root_under, without_publishing};
+use coro_executor::{JoinError, JoinHandle, Offer, post_offer};
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 
-/// How a collect treats its children.
-pub(super) struct Policy<O> {
-    /// The name of the children's frames.
-    pub(super) name: &'static str,
-    /// Records the first failure and cancels the siblings (`None`: `settled`, never cancels).
-    pub(super) failure: Option<Arc<Failure>>,
-    /// The children's token, if not the caller's.
-    pub(super) token: Option<CancellationToken>,
-    /// Which outputs count as failures.
-    pub(super) is_failure: fn(&O) -> bool,
-}
-
-impl<O> Clone for Policy<O> {
-    fn clone(&self) -> Self {
-        Policy {
-            name: self.name,
-            failure: self.failure.clone(),
-            token: self.token.clone(),
-            is_failure: self.is_failure,
-        }
-    }
-}
-
-type Outcome<O> = Result<O, Payload>;
-
-/// The children not started yet, shared by the collect and its helpers.
-struct Unstarted<F> {
-    futs: Vec<Mutex<Option<F>>>,
+/// A collect's shared state: its children, who has claimed which, and its failure policy.
+pub(super) struct Collect<S> {
+    children: S,
+    /// The next index to claim (each claim takes one; closing sets it past every index).
     next: AtomicUsize,
-    /// The id of the helper on offer (queued, not started), or 0.
-    offer: AtomicU64,
-    ids: AtomicU64,
-    /// The task running the collect: every helper shows under it in dumps, also one that
-    /// another helper offered.
+    /// Records the first failure and cancels the siblings (`None`: `settled`, never cancels).
+    failure: Option<Failure>,
+    /// The context the children run in: the caller's, with the children's token (the
+    /// caller's merged with the collect's own, unless the collect never cancels).
+    child_ctx: Context,
+    /// Children taken by idle workers. Locked from a taker's claim to the push of its child's
+    /// handle, so that once every child is claimed, the collect finds every taken one here.
+    taken: Mutex<Vec<Driven>>,
+    /// Set (under `taken`'s lock, before claiming) by every idle worker that tries to take a
+    /// child, so that the collect need not lock `taken` when none did.
+    tried_taking: AtomicBool,
+    /// The task running the collect: driven children show under it in dumps.
     collect_task: Option<u64>,
 }
 
-impl<F> Unstarted<F> {
-    /// Takes the next unstarted child, if any.
-    fn claim(&self) -> Option<(usize, F)> {
-        loop {
-            let index = self.next.fetch_add(1, AcqRel);
-            let slot = self.futs.get(index)?;
-            // Empty only if the collect was dropped and emptied it: then claim nothing.
-            if let Some(fut) = slot.lock().unwrap_or_else(PoisonError::into_inner).take() {
-                return Some((index, fut));
-            }
-        }
+impl<S: ChildSlots> Collect<S> {
+    /// The state of a collect of `children` that runs in the current task; `cancels`: whether
+    /// the first failure cancels the siblings.
+    pub(super) fn new(children: S, cancels: bool) -> Arc<Collect<S>> {
+        let mut child_ctx = current_context();
+        let failure = cancels.then(|| {
+            let failure = Failure::unshared();
+            let caller = std::mem::take(&mut child_ctx.token);
+            child_ctx.token = CancellationToken::merge([caller, failure.source_token()]);
+            failure
+        });
+        Arc::new(Collect {
+            children,
+            next: AtomicUsize::new(0),
+            failure,
+            child_ctx,
+            taken: Mutex::new(Vec::new()),
+            tried_taking: AtomicBool::new(false),
+            collect_task: coro_executor::trace::current_task_id(),
+        })
+    }
+
+    /// The children, to take their outcomes from.
+    ///
+    /// Only once [`run`] has returned: every child is then finished (or dropped by a shut-down
+    /// executor), nobody can claim one any more, and their slots are the caller's.
+    pub(super) fn children(&self) -> &S {
+        debug_assert!(!self.has_unstarted());
+        &self.children
+    }
+
+    /// The index of the child that failed first, if any did.
+    pub(super) fn first_failure(&self) -> Option<usize> {
+        self.failure.as_ref().and_then(Failure::first)
+    }
+
+    /// Takes the next unstarted child: the caller owns its slot from here on.
+    fn claim(&self) -> Option<usize> {
+        let index = self.next.fetch_add(1, AcqRel);
+        (index < self.children.len()).then_some(index)
     }
 
     fn has_unstarted(&self) -> bool {
-        self.next.load(Acquire) < self.futs.len()
+        self.next.load(Acquire) < self.children.len()
     }
 
-    /// Drops every child not started yet (the collect is gone).
-    fn close(&self) {
-        self.next.store(usize::MAX / 2, Release);
-        for slot in &self.futs {
-            drop(slot.lock().unwrap_or_else(PoisonError::into_inner).take());
+    /// Polls child `index`, recording its failure if it finished failing.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the child's slot (see `slot.rs`), which lives in this shared allocation.
+    unsafe fn poll_child(&self, index: usize, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        // SAFETY: forwarded from the caller.
+        let failed = std::task::ready!(unsafe { self.children.poll(index, &self.child_ctx, cx) });
+        if let (true, Some(failure)) = (failed, &self.failure) {
+            failure.record(index);
         }
+        Poll::Ready(())
+    }
+
+    /// Drops every child nobody claimed and cancels the taken ones (the collect is gone).
+    fn close(&self) {
+        let first_unclaimed = self.next.swap(usize::MAX / 2, AcqRel);
+        for index in first_unclaimed..self.children.len() {
+            // SAFETY: the swap took every index from `first_unclaimed` on away from any future
+            // claim (they now get `usize::MAX / 2` and up), so those slots are ours, unpolled.
+            unsafe { self.children.drop_unstarted(index) };
+        }
+        drop(self.take_taken());
+    }
+
+    /// The children idle workers took, once no more can be claimed (the caller made the last
+    /// claim, or closed the collect).
+    fn take_taken(&self) -> Vec<Driven> {
+        // A taker sets the flag before its claim, which the caller's later read-modify-write of
+        // `next` acquired; takers that come later claim nothing.
+        if !self.tried_taking.load(Relaxed) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.taken.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
 
-/// What a helper hands back: the child it ran, and the helper it offered next.
-struct HelperOut<O> {
-    child: Option<(usize, Outcome<O>)>,
-    next: Option<Helper<O>>,
+impl<S: ChildSlots> Offer for Collect<S> {
+    fn has_work(&self) -> bool {
+        self.has_unstarted()
+    }
+
+    /// On an idle worker: claims the next unstarted child and spawns its driver there.
+    fn take(self: Arc<Self>) {
+        let mut taken = self.taken.lock().unwrap_or_else(PoisonError::into_inner);
+        // Before the claim: the claim's release carries it to the collect's final claim.
+        self.tried_taking.store(true, Relaxed);
+        let Some(index) = self.claim() else {
+            return;
+        };
+        // The claim made the slot ours; the driver takes it over.
+        taken.push(drive(&self, index));
+    }
 }
 
-/// A helper's handle, cancelled when dropped (a dropped collect leaves no helper behind).
-struct Helper<O> {
-    id: u64,
-    handle: Option<JoinHandle<HelperOut<O>>>,
+/// A child driven by a task of its own (it suspended, or an idle worker took it); cancelled,
+/// not detached, if the collect is dropped first.
+struct Driven {
+    index: usize,
+    handle: Option<JoinHandle<()>>,
 }
 
-impl<O> Drop for Helper<O> {
+impl Drop for Driven {
     fn drop(&mut self) {
         if let Some(handle) = self.handle.take() {
             handle.cancel();
@@ -109,71 +165,56 @@ impl<O> Drop for Helper<O> {
     }
 }
 
-/// Offers the next unstarted child to an idle worker, unless an offer is outstanding.
-fn offer<F>(unstarted: &Arc<Unstarted<F>>, policy: &Policy<F::Output>) -> Option<Helper<F::Output>>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    if !unstarted.has_unstarted() {
-        return None;
-    }
-    let id = unstarted.ids.fetch_add(1, Relaxed) + 1;
-    unstarted
-        .offer
-        .compare_exchange(0, id, AcqRel, Acquire)
-        .ok()?;
-    let body = helper(id, unstarted.clone(), policy.clone());
-    let mut task = Task::new(body).named(policy.name);
-    if let Some(token) = &policy.token {
-        task = task.with_cancellation(token.clone());
-    }
-    Some(Helper {
-        id,
-        // Behind the worker's queue, with a worker woken for it: the collect (or the helper
-        // that offers it) keeps its own worker busy with a child meanwhile.
-        handle: Some(crate::task::spawn_task_stealable(
-            task,
-            unstarted.collect_task,
-        )),
-    })
+/// The task that drives a child in its slot.
+struct Driver<S> {
+    collect: Arc<Collect<S>>,
+    index: usize,
 }
 
-/// A helper task: takes up its offer (unless revoked), claims a child, offers the next one, and
-/// runs its child to completion.
-async fn helper<F>(
-    id: u64,
-    unstarted: Arc<Unstarted<F>>,
-    policy: Policy<F::Output>,
-) -> HelperOut<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let idle = HelperOut {
-        child: None,
-        next: None,
-    };
-    if unstarted
-        .offer
-        .compare_exchange(id, 0, AcqRel, Acquire)
-        .is_err()
-    {
-        return idle; // revoked: the collect started everything itself
-    }
-    let Some((index, fut)) = unstarted.claim() else {
-        return idle;
-    };
-    let next = offer(&unstarted, &policy);
-    let outcome = guarded(index, policy.failure.clone(), policy.is_failure, fut).await;
-    HelperOut {
-        child: Some((index, outcome)),
-        next,
+impl<S: ChildSlots> Future for Driver<S> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let collect = &self.collect;
+        // While children are left unstarted, this worker offers them in turn.
+        let _offer = if collect.has_unstarted() {
+            post_offer(collect.clone())
+        } else {
+            None
+        };
+        // SAFETY: the driver owns the slot: its spawner (the claimer) handed it over and polls
+        // it no more; the collect only reads it after this task has finished.
+        unsafe { collect.poll_child(self.index, cx) }
     }
 }
 
-/// Awaits the task behind `handle` (a helper or a spawned child), emptying the slot once it
-/// finished; until then the slot's owner still cancels the task if dropped.
+/// Spawns the driver of child `index`, which the caller owns and hands over.
+fn drive<S: ChildSlots>(collect: &Arc<Collect<S>>, index: usize) -> Driven {
+    // SAFETY: the caller owns the slot until the spawn below hands it over.
+    let frame = unsafe { collect.children.frame(index) }.expect("a driven child is unfinished");
+    let driver = Driver {
+        collect: collect.clone(),
+        index,
+    };
+    let handle = crate::task::context::with_current_executor(|executor| {
+        let default;
+        let executor = match executor {
+            Some(executor) => executor,
+            None => {
+                default = coro_executor::default_pool().handle();
+                &default
+            }
+        };
+        spawn_root_under(executor, frame, driver, collect.collect_task)
+    });
+    Driven {
+        index,
+        handle: Some(handle),
+    }
+}
+
+/// Awaits the task behind `handle`, emptying the slot once it finished; until then the slot's
+/// owner still cancels the task if dropped.
 async fn finish<T>(handle: &mut Option<JoinHandle<T>>) -> Result<T, JoinError> {
     let outcome =
         poll_fn(|cx| Pin::new(handle.as_mut().expect("each task is awaited once")).poll(cx)).await;
@@ -181,99 +222,58 @@ async fn finish<T>(handle: &mut Option<JoinHandle<T>>) -> Result<T, JoinError> {
     outcome
 }
 
-/// A child started inline that suspended, now a task of its own.
-struct Spawned<O> {
-    index: usize,
-    handle: Option<JoinHandle<Outcome<O>>>,
-}
+/// Dropped with the collect: drops the children nobody started, cancels the taken ones.
+struct CloseOnDrop<'a, S: ChildSlots>(&'a Collect<S>);
 
-impl<O> Drop for Spawned<O> {
-    fn drop(&mut self) {
-        if let Some(handle) = self.handle.take() {
-            handle.cancel();
-        }
-    }
-}
-
-/// Dropped with the collect: drops the children it never started.
-struct CloseOnDrop<F>(Arc<Unstarted<F>>);
-
-impl<F> Drop for CloseOnDrop<F> {
+impl<S: ChildSlots> Drop for CloseOnDrop<'_, S> {
     fn drop(&mut self) {
         self.0.close();
     }
 }
 
-/// Runs every future of `futs` as a child of the collect, as the module doc says, and returns
-/// their outcomes in input order (`Err(Cancelled)` for a child its executor dropped unfinished).
-pub(super) async fn launch<F>(
-    futs: Vec<F>,
-    policy: Policy<F::Output>,
-) -> Vec<Result<Outcome<F::Output>, JoinError>>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let count = futs.len();
-    let unstarted = Arc::new(Unstarted {
-        futs: futs.into_iter().map(|f| Mutex::new(Some(f))).collect(),
-        next: AtomicUsize::new(0),
-        offer: AtomicU64::new(0),
-        ids: AtomicU64::new(0),
-        collect_task: coro_executor::trace::current_task_id(),
-    });
-    let _close = CloseOnDrop(unstarted.clone());
-    let mut outcomes: Vec<Option<Result<Outcome<F::Output>, JoinError>>> =
-        (0..count).map(|_| None).collect();
-    let mut spawned = Vec::new();
-    let mut helpers = Vec::new();
+/// Runs every child of `collect`, as the module doc says, until all have finished. Their
+/// outcomes are then in their slots: a child whose slot holds none was dropped unfinished by
+/// its executor (shut down).
+pub(super) async fn run<S: ChildSlots>(collect: &Arc<Collect<S>>) {
+    let count = collect.children.len();
+    let _close = CloseOnDrop(collect);
+    let mut driven = Vec::new();
 
-    // Start every child the collect can claim, offering the rest meanwhile.
-    loop {
-        if count > 1 {
-            helpers.extend(offer(&unstarted, &policy));
-        }
-        let Some((index, fut)) = unstarted.claim() else {
-            break;
+    // Start every child the collect can claim, offering the rest meanwhile: all in one poll
+    // of this task (each child's first poll returns at once), as an offer must be.
+    poll_fn(|cx| {
+        let mut offer = if count > 1 {
+            post_offer(collect.clone())
+        } else {
+            None
         };
-        let body = guarded(index, policy.failure.clone(), policy.is_failure, fut);
-        let mut child = Task::new(body).named(policy.name);
-        if let Some(token) = &policy.token {
-            child = child.with_cancellation(token.clone());
-        }
-        // A child that suspends here moves to a task of its own: its stack is not where this
-        // task waits, so it must not be published as this task's.
-        let first_poll =
-            poll_fn(|cx| Poll::Ready(without_publishing(|| Pin::new(&mut child).poll(cx))));
-        match first_poll.await {
-            Poll::Ready(outcome) => outcomes[index] = Some(Ok(outcome)),
-            Poll::Pending => spawned.push(Spawned {
-                index,
-                handle: Some(crate::spawn(child)),
-            }),
-        }
-    }
-
-    // Revoke the outstanding offer; if it is one of ours, it need not even run.
-    let revoked = unstarted.offer.swap(0, AcqRel);
-    helpers.retain(|helper: &Helper<F::Output>| helper.id != revoked);
-
-    // Gather the helpers' children (and the helpers they offered in turn), then the spawned
-    // ones. Each is awaited through its cancel-on-drop owner: if the collect is dropped while
-    // waiting, the child is cancelled, not detached.
-    while let Some(mut helper) = helpers.pop() {
-        if let Ok(out) = finish(&mut helper.handle).await {
-            if let Some((index, outcome)) = out.child {
-                outcomes[index] = Some(Ok(outcome));
+        while let Some(index) = collect.claim() {
+            if !collect.has_unstarted() {
+                // Nothing left to offer: revoke before the last child runs.
+                offer = None;
             }
-            helpers.extend(out.next);
+            // A child that suspends here moves to a task of its own: its stack is not where
+            // this task waits, so it must not be published as this task's.
+            let first_poll = without_publishing(|| {
+                // SAFETY: the claim made the slot ours; it lives in the collect's allocation.
+                unsafe { collect.poll_child(index, cx) }
+            });
+            if first_poll.is_pending() {
+                driven.push(drive(collect, index));
+            }
         }
+        drop(offer);
+        Poll::Ready(())
+    })
+    .await;
+    // Every child is claimed: every one an idle worker took is listed by now.
+    driven.append(&mut collect.take_taken());
+
+    // Wait for the driven children. Each is awaited through its cancel-on-drop owner: if the
+    // collect is dropped while waiting, the child is cancelled, not detached. A driver dropped
+    // by a shut-down executor leaves its child's slot without an outcome.
+    for child in &mut driven {
+        let _ = finish(&mut child.handle).await;
+        debug_assert!(child.index < count);
     }
-    for child in &mut spawned {
-        outcomes[child.index] = Some(finish(&mut child.handle).await);
-    }
-    outcomes
-        .into_iter()
-        .map(|outcome| outcome.unwrap_or(Err(JoinError::Cancelled)))
-        .collect()
 }

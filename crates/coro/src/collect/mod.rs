@@ -3,8 +3,10 @@
 //! - `children`: the machinery every collect shares: spawning a child under the collect's
 //!   cancellation token, catching its panic, recording the first failure in time, and the
 //!   [`Children`] set that drops unfinished children when the collect is dropped (no orphans);
-//! - `launch`: how the all-children collects start their children: inline until each first
-//!   suspends, the unstarted rest offered to idle workers so CPU-bound children run in parallel;
+//! - `slot`: a child in place in its collect's shared state, polled there by its owner;
+//! - `launch`: how the all-children collects run their children: in place, inline until each
+//!   first suspends, the unstarted rest offered to idle workers so CPU-bound children run in
+//!   parallel;
 //! - `range`: [`collect_all_range`] and [`try_collect_all_range`];
 //! - `settled`: [`collect_all_settled_range`], which never cancels siblings;
 //! - `windowed`: [`collect_all_windowed`], at most `max_in_flight` children at once;
@@ -19,6 +21,7 @@ mod children;
 mod launch;
 mod range;
 mod settled;
+mod slot;
 mod tuple;
 mod unordered;
 mod windowed;

@@ -1,38 +1,51 @@
 //! [`collect_all_range`] and [`try_collect_all_range`]: every child at once, results in input
 //! order, the first failure in time cancels the rest.
 
-use super::children::{Failure, flatten, unwrap_child};
-use super::launch::{Policy, launch};
+use super::children::unwrap_child;
+use super::launch::{Collect, run};
+use super::slot::{Slot, joined};
 use crate::Task;
 use coro_executor::JoinError;
 use std::borrow::Cow;
 use std::future::{Future, IntoFuture};
 use std::panic::Location;
 
-/// Runs every future of `futs` as a guarded child of a new collect (see `launch`), awaits them
-/// all, and returns their outcomes in input order with the index of the first to fail in time.
-pub(super) async fn run_all<F>(
+/// The slots of a range collect named `name`, created at `location`.
+pub(super) fn slots<I>(
+    iter: I,
     name: &'static str,
-    futs: Vec<F>,
-    is_failure: fn(&F::Output) -> bool,
+    location: &'static Location<'static>,
+    is_failure: fn(&<I::Item as IntoFuture>::Output) -> bool,
+) -> Box<[Slot<<I::Item as IntoFuture>::IntoFuture>]>
+where
+    I: IntoIterator,
+    I::Item: IntoFuture,
+{
+    iter.into_iter()
+        .map(|item| Slot::new(item.into_future(), name, location, is_failure))
+        .collect()
+}
+
+/// Runs every child in `slots` (see `launch`), awaits them all, and returns their outcomes in
+/// input order with the index of the first to fail in time (`cancels`: whether that failure
+/// cancelled the others).
+pub(super) async fn run_all<F>(
+    slots: Box<[Slot<F>]>,
+    cancels: bool,
 ) -> (Vec<Result<F::Output, JoinError>>, Option<usize>)
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let failure = Failure::new();
-    let policy = Policy {
-        name,
-        token: Some(failure.child_token()),
-        failure: Some(failure.clone()),
-        is_failure,
-    };
-    let outcomes = launch(futs, policy)
-        .await
-        .into_iter()
-        .map(flatten)
+    let collect = Collect::new(slots, cancels);
+    run(&collect).await;
+    let outcomes = collect
+        .children()
+        .iter()
+        // SAFETY: `run` returned: every slot is ours (see `Collect::children`).
+        .map(|slot| joined(unsafe { slot.take() }))
         .collect();
-    (outcomes, failure.first())
+    (outcomes, collect.first_failure())
 }
 
 const ALL: &str = "collect_all_range";
@@ -70,8 +83,9 @@ where
     <I::Item as IntoFuture>::IntoFuture: Send + 'static,
     T: Send + 'static,
 {
-    let futs: Vec<_> = iter.into_iter().map(IntoFuture::into_future).collect();
-    Task::with_frame(all(ALL, futs), Cow::Borrowed(ALL), Location::caller())
+    let location = Location::caller();
+    let slots = slots(iter, ALL, location, |_| false);
+    Task::with_frame(all(ALL, slots), Cow::Borrowed(ALL), location)
 }
 
 /// Like [`collect_all_range`], for children that return `Result<T, E>`: `Ok` with every value in
@@ -106,23 +120,20 @@ where
     T: Send + 'static,
     E: Send + 'static,
 {
-    let futs: Vec<_> = iter.into_iter().map(IntoFuture::into_future).collect();
-    Task::with_frame(
-        try_all(TRY_ALL, futs),
-        Cow::Borrowed(TRY_ALL),
-        Location::caller(),
-    )
+    let location = Location::caller();
+    let slots = slots(iter, TRY_ALL, location, Result::is_err);
+    Task::with_frame(try_all(TRY_ALL, slots), Cow::Borrowed(TRY_ALL), location)
 }
 
 /// The body of a `try_` collect named `name`: `Ok` with every value in input order, or the
 /// first failure in time.
-pub(super) async fn try_all<F, T, E>(name: &'static str, futs: Vec<F>) -> Result<Vec<T>, E>
+async fn try_all<F, T, E>(name: &'static str, slots: Box<[Slot<F>]>) -> Result<Vec<T>, E>
 where
     F: Future<Output = Result<T, E>> + Send + 'static,
     T: Send + 'static,
     E: Send + 'static,
 {
-    let (mut outcomes, first) = run_all(name, futs, Result::is_err).await;
+    let (mut outcomes, first) = run_all(slots, true).await;
     if let Some(index) = first {
         return Err(unwrap_child(name, index, outcomes.swap_remove(index))
             .err()
@@ -137,12 +148,12 @@ where
 
 /// The body of a collect named `name`: every value in input order, or the first panic in time
 /// resumed.
-pub(super) async fn all<F>(name: &'static str, futs: Vec<F>) -> Vec<F::Output>
+async fn all<F>(name: &'static str, slots: Box<[Slot<F>]>) -> Vec<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let (mut outcomes, first) = run_all(name, futs, |_| false).await;
+    let (mut outcomes, first) = run_all(slots, true).await;
     if let Some(index) = first {
         unwrap_child(name, index, outcomes.swap_remove(index));
         unreachable!("the first failure of {name} is a panic");

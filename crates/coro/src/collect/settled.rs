@@ -1,7 +1,6 @@
 //! [`collect_all_settled_range`]: every child's outcome, never cancelling siblings.
 
-use super::children::flatten;
-use super::launch::{Policy, launch};
+use super::range::{run_all, slots};
 use crate::Task;
 use coro_executor::JoinError;
 use std::borrow::Cow;
@@ -35,20 +34,9 @@ where
     <I::Item as IntoFuture>::IntoFuture: Send + 'static,
     T: Send + 'static,
 {
-    let futs: Vec<_> = iter.into_iter().map(IntoFuture::into_future).collect();
-    let body = async move {
-        // No failure record and no token of its own: a failure never cancels the siblings.
-        let policy = Policy {
-            name: NAME,
-            failure: None,
-            token: None,
-            is_failure: |_| false,
-        };
-        launch(futs, policy)
-            .await
-            .into_iter()
-            .map(flatten)
-            .collect()
-    };
-    Task::with_frame(body, Cow::Borrowed(NAME), Location::caller())
+    let location = Location::caller();
+    let slots = slots(iter, NAME, location, |_| false);
+    // No failure record and no token of its own: a failure never cancels the siblings.
+    let body = async move { run_all(slots, false).await.0 };
+    Task::with_frame(body, Cow::Borrowed(NAME), location)
 }

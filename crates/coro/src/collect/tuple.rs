@@ -2,43 +2,16 @@
 //! fixed set of children of different types, gathered into a tuple.
 //!
 //! The macros turn their arguments into a tuple of futures and call a hidden trait implemented
-//! for tuples of up to 12 futures. Each child's output is boxed as `dyn Any` so that the
-//! children fit one `Vec` for the range machinery, and unboxed into its place afterwards.
+//! for tuples of up to 12 futures. The children live in a tuple of slots (`slot.rs`), each of
+//! its own type, so their outputs need no boxing.
 
-use super::range::{all, try_all};
+use super::children::unwrap_child;
+use super::launch::{Collect, run};
+use super::slot::{Slot, joined};
 use crate::Task;
-use std::any::Any;
 use std::borrow::Cow;
 use std::future::Future;
-use std::panic::Location;
-use std::pin::Pin;
-
-type AnyBox = Box<dyn Any + Send>;
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-fn boxed<F>(fut: F) -> BoxFuture<AnyBox>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    Box::pin(async move { Box::new(fut.await) as AnyBox })
-}
-
-fn try_boxed<F, T, E>(fut: F) -> BoxFuture<Result<AnyBox, E>>
-where
-    F: Future<Output = Result<T, E>> + Send + 'static,
-    T: Send + 'static,
-    E: Send + 'static,
-{
-    Box::pin(async move { fut.await.map(|value| Box::new(value) as AnyBox) })
-}
-
-fn unbox<T: 'static>(value: Option<AnyBox>) -> T {
-    *value
-        .expect("one output per child")
-        .downcast::<T>()
-        .expect("each output is unboxed as its own type")
-}
+use std::panic::{Location, resume_unwind};
 
 /// Support for [`collect_all!`](crate::collect_all); not a public API.
 #[doc(hidden)]
@@ -63,7 +36,7 @@ pub trait __TryCollectAllTuple {
 }
 
 macro_rules! impl_tuples {
-    ($(($($F:ident $T:ident $f:ident),+))+) => {$(
+    ($(($($F:ident $T:ident $f:ident $i:tt),+))+) => {$(
         impl<$($F, $T),+> __CollectAllTuple for ($($F,)+)
         where
             $($F: Future<Output = $T> + Send + 'static, $T: Send + 'static,)+
@@ -72,13 +45,27 @@ macro_rules! impl_tuples {
 
             #[track_caller]
             fn __collect_all(self) -> Task<Self::Output> {
+                const NAME: &str = "collect_all";
+                let location = Location::caller();
                 let ($($f,)+) = self;
-                let futs = vec![$(boxed($f)),+];
+                let slots = ($(Slot::new($f, NAME, location, |_| false),)+);
                 let body = async move {
-                    let mut outputs = all("collect_all", futs).await.into_iter();
-                    ($(unbox::<$T>(outputs.next()),)+)
+                    let collect = Collect::new(slots, true);
+                    run(&collect).await;
+                    let slots = collect.children();
+                    // SAFETY (every `take`): `run` returned, so every slot is ours (see
+                    // `Collect::children`).
+                    if let Some(first) = collect.first_failure() {
+                        $(if first == $i {
+                            if let Some(Err(payload)) = unsafe { slots.$i.take() } {
+                                resume_unwind(payload);
+                            }
+                        })+
+                        unreachable!("the first failure of {NAME} is a panic");
+                    }
+                    ($(unwrap_child(NAME, $i, joined(unsafe { slots.$i.take() })),)+)
                 };
-                Task::with_frame(body, Cow::Borrowed("collect_all"), Location::caller())
+                Task::with_frame(body, Cow::Borrowed(NAME), location)
             }
         }
 
@@ -91,34 +78,53 @@ macro_rules! impl_tuples {
 
             #[track_caller]
             fn __try_collect_all(self) -> Task<Result<Self::Output, E>> {
+                const NAME: &str = "try_collect_all";
+                let location = Location::caller();
                 let ($($f,)+) = self;
-                let futs = vec![$(try_boxed($f)),+];
+                let slots = ($(Slot::new($f, NAME, location, Result::is_err),)+);
                 let body = async move {
-                    let mut outputs = try_all("try_collect_all", futs).await?.into_iter();
-                    Ok(($(unbox::<$T>(outputs.next()),)+))
+                    let collect = Collect::new(slots, true);
+                    run(&collect).await;
+                    let slots = collect.children();
+                    // SAFETY (every `take`): `run` returned, so every slot is ours (see
+                    // `Collect::children`).
+                    if let Some(first) = collect.first_failure() {
+                        $(if first == $i {
+                            match unsafe { slots.$i.take() } {
+                                Some(Ok(Err(error))) => return Err(error),
+                                Some(Err(payload)) => resume_unwind(payload),
+                                _ => {}
+                            }
+                        })+
+                        unreachable!("the first failure of {NAME} is an Err or a panic");
+                    }
+                    Ok(($(unwrap_child(NAME, $i, joined(unsafe { slots.$i.take() }))
+                        .unwrap_or_else(|_| unreachable!("no child of {NAME} failed")),)+))
                 };
-                Task::with_frame(body, Cow::Borrowed("try_collect_all"), Location::caller())
+                Task::with_frame(body, Cow::Borrowed(NAME), location)
             }
         }
     )+};
 }
 
 impl_tuples! {
-    (F0 T0 f0)
-    (F0 T0 f0, F1 T1 f1)
-    (F0 T0 f0, F1 T1 f1, F2 T2 f2)
-    (F0 T0 f0, F1 T1 f1, F2 T2 f2, F3 T3 f3)
-    (F0 T0 f0, F1 T1 f1, F2 T2 f2, F3 T3 f3, F4 T4 f4)
-    (F0 T0 f0, F1 T1 f1, F2 T2 f2, F3 T3 f3, F4 T4 f4, F5 T5 f5)
-    (F0 T0 f0, F1 T1 f1, F2 T2 f2, F3 T3 f3, F4 T4 f4, F5 T5 f5, F6 T6 f6)
-    (F0 T0 f0, F1 T1 f1, F2 T2 f2, F3 T3 f3, F4 T4 f4, F5 T5 f5, F6 T6 f6, F7 T7 f7)
-    (F0 T0 f0, F1 T1 f1, F2 T2 f2, F3 T3 f3, F4 T4 f4, F5 T5 f5, F6 T6 f6, F7 T7 f7, F8 T8 f8)
-    (F0 T0 f0, F1 T1 f1, F2 T2 f2, F3 T3 f3, F4 T4 f4, F5 T5 f5, F6 T6 f6, F7 T7 f7, F8 T8 f8,
-     F9 T9 f9)
-    (F0 T0 f0, F1 T1 f1, F2 T2 f2, F3 T3 f3, F4 T4 f4, F5 T5 f5, F6 T6 f6, F7 T7 f7, F8 T8 f8,
-     F9 T9 f9, F10 T10 f10)
-    (F0 T0 f0, F1 T1 f1, F2 T2 f2, F3 T3 f3, F4 T4 f4, F5 T5 f5, F6 T6 f6, F7 T7 f7, F8 T8 f8,
-     F9 T9 f9, F10 T10 f10, F11 T11 f11)
+    (F0 T0 f0 0)
+    (F0 T0 f0 0, F1 T1 f1 1)
+    (F0 T0 f0 0, F1 T1 f1 1, F2 T2 f2 2)
+    (F0 T0 f0 0, F1 T1 f1 1, F2 T2 f2 2, F3 T3 f3 3)
+    (F0 T0 f0 0, F1 T1 f1 1, F2 T2 f2 2, F3 T3 f3 3, F4 T4 f4 4)
+    (F0 T0 f0 0, F1 T1 f1 1, F2 T2 f2 2, F3 T3 f3 3, F4 T4 f4 4, F5 T5 f5 5)
+    (F0 T0 f0 0, F1 T1 f1 1, F2 T2 f2 2, F3 T3 f3 3, F4 T4 f4 4, F5 T5 f5 5, F6 T6 f6 6)
+    (F0 T0 f0 0, F1 T1 f1 1, F2 T2 f2 2, F3 T3 f3 3, F4 T4 f4 4, F5 T5 f5 5, F6 T6 f6 6,
+     F7 T7 f7 7)
+    (F0 T0 f0 0, F1 T1 f1 1, F2 T2 f2 2, F3 T3 f3 3, F4 T4 f4 4, F5 T5 f5 5, F6 T6 f6 6,
+     F7 T7 f7 7, F8 T8 f8 8)
+    (F0 T0 f0 0, F1 T1 f1 1, F2 T2 f2 2, F3 T3 f3 3, F4 T4 f4 4, F5 T5 f5 5, F6 T6 f6 6,
+     F7 T7 f7 7, F8 T8 f8 8, F9 T9 f9 9)
+    (F0 T0 f0 0, F1 T1 f1 1, F2 T2 f2 2, F3 T3 f3 3, F4 T4 f4 4, F5 T5 f5 5, F6 T6 f6 6,
+     F7 T7 f7 7, F8 T8 f8 8, F9 T9 f9 9, F10 T10 f10 10)
+    (F0 T0 f0 0, F1 T1 f1 1, F2 T2 f2 2, F3 T3 f3 3, F4 T4 f4 4, F5 T5 f5 5, F6 T6 f6 6,
+     F7 T7 f7 7, F8 T8 f8 8, F9 T9 f9 9, F10 T10 f10 10, F11 T11 f11 11)
 }
 
 /// Runs up to 12 futures (or tasks) of different types concurrently (in parallel on a

@@ -19,7 +19,7 @@ mod task;
 mod with_executor;
 
 pub use block_wait::block_wait;
-pub(crate) use spawn::spawn_task_stealable;
 pub use spawn::{current_cancellation_token, current_executor, spawn, spawn_blocking, yield_now};
 pub use task::Task;
+pub(crate) use task::poll_in_frame;
 pub use with_executor::TaskWithExecutor;

@@ -81,9 +81,8 @@ where
     executor.spawn(root(executor, frame, body))
 }
 
-/// [`spawn_root`], queued where idle workers steal from rather than in the spawning worker's
-/// next slot ([`ExecutorHandle::spawn_stealable`]), and shown in dumps under task `parent`.
-pub(crate) fn spawn_root_stealable<F>(
+/// [`spawn_root`], shown in dumps under task `parent` rather than as a root of its own.
+pub(crate) fn spawn_root_under<F>(
     executor: &ExecutorHandle,
     frame: Frame,
     body: F,
@@ -95,7 +94,7 @@ where
 {
     let mut root = root(executor, frame.clone(), body);
     root.trace = TraceCell::with_parent(frame, parent);
-    executor.spawn_stealable(root)
+    executor.spawn(root)
 }
 
 /// Runs `f`, an inline poll of a child that will move to a task of its own if it suspends,

@@ -2,7 +2,7 @@
 //! current_cancellation_token.
 
 use super::context::{self, with_context};
-use super::root::{FramedRoot, spawn_root, spawn_root_stealable};
+use super::root::{FramedRoot, spawn_root};
 use super::task::{Framed, Task};
 use crate::cancel::CancellationToken;
 use coro_executor::{ExecutorHandle, JoinHandle};
@@ -59,21 +59,6 @@ where
     body.capture_context();
     let frame = body.frame().clone();
     spawn_root(executor, frame, FramedRoot(body))
-}
-
-/// Spawns `task` on the current executor (as [`spawn`] does) to run beside the caller: on a
-/// thread pool it is queued where an idle worker can steal it, and one is woken for it. In
-/// dumps it shows under task `parent`.
-pub(crate) fn spawn_task_stealable<T: Send + 'static>(
-    mut task: Task<T>,
-    parent: Option<u64>,
-) -> JoinHandle<T> {
-    task.capture_context();
-    let frame = task.frame().clone();
-    context::with_current_executor(|executor| match executor {
-        Some(executor) => spawn_root_stealable(executor, frame, task, parent),
-        None => spawn_root_stealable(&coro_executor::default_pool().handle(), frame, task, parent),
-    })
 }
 
 /// Runs blocking `f` on the blocking threads of the current pool (or of the default pool), so

@@ -139,11 +139,7 @@ impl<T: Send + 'static> Task<T> {
     /// assert!(futures::executor::block_on(task.with_cancellation(source.token())));
     /// ```
     pub fn with_cancellation(mut self, token: CancellationToken) -> Task<T> {
-        let inner = self.inner_mut();
-        if inner.flags & (STARTED | OWN_TOKEN) == 0 {
-            inner.ctx.token = token;
-            inner.flags |= OWN_TOKEN;
-        }
+        self.inner_mut().set_own_token(token);
         self
     }
 
@@ -217,6 +213,14 @@ impl<F: ?Sized> Framed<F> {
     pub(crate) fn frame(&self) -> &Frame {
         &self.frame.frame
     }
+
+    /// Gives the task its own token, unless it has one or has started (`Task::with_cancellation`).
+    pub(crate) fn set_own_token(&mut self, token: CancellationToken) {
+        if self.flags & (STARTED | OWN_TOKEN) == 0 {
+            self.ctx.token = token;
+            self.flags |= OWN_TOKEN;
+        }
+    }
 }
 
 impl<F: Future + ?Sized> Framed<F> {
@@ -247,21 +251,35 @@ impl<F: Future + ?Sized> Framed<F> {
             this.flags & FINISHED == 0,
             "a coro Task was polled after it completed"
         );
-        // Most tasks run in exactly their awaiter's context: then there is nothing to switch.
-        let _ctx = enter_context_if_changed(&this.ctx);
-        let _frame = this.frame.enter();
         // SAFETY: see above; `this.future` does not move while `self` is pinned.
         let future = unsafe { Pin::new_unchecked(&mut this.future) };
-        let poll = with_stack(move || future.poll(cx));
+        let poll = poll_in_frame(&this.frame, &this.ctx, future, cx);
         if poll.is_ready() {
             this.flags |= FINISHED;
-        } else {
-            // Still the innermost frame here: if nothing deeper suspended, this is where the
-            // task waits.
-            super::root::publish_suspension();
         }
         poll
     }
+}
+
+/// Polls `future` as a task's body: in context `ctx` and frame `frame` (linked under the
+/// current one), on a fresh stack segment if this one runs low; a poll that returns `Pending`
+/// publishes the stack from here if nothing deeper did.
+pub(crate) fn poll_in_frame<F: Future + ?Sized>(
+    frame: &FrameNode,
+    ctx: &Context,
+    future: Pin<&mut F>,
+    cx: &mut TaskCx<'_>,
+) -> Poll<F::Output> {
+    // Most tasks run in exactly their awaiter's context: then there is nothing to switch.
+    let _ctx = enter_context_if_changed(ctx);
+    let _frame = frame.enter();
+    let poll = with_stack(move || future.poll(cx));
+    if poll.is_pending() {
+        // Still the innermost frame here: if nothing deeper suspended, this is where the task
+        // waits.
+        super::root::publish_suspension();
+    }
+    poll
 }
 
 impl<T> Future for Task<T> {
