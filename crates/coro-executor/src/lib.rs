@@ -54,8 +54,7 @@ pub use inline::InlineExecutor;
 pub use join::{JoinError, JoinHandle};
 pub use manual::ManualExecutor;
 pub use pool::{
-    BuildError, Offer, OfferGuard, PoolMetrics, ThreadPool, ThreadPoolBuilder, WorkerMetrics,
-    post_offer,
+    BuildError, Offer, PoolMetrics, ThreadPool, ThreadPoolBuilder, WorkerMetrics, offer_while,
 };
 pub use yield_now::{YieldNow, yield_now};
 

@@ -92,7 +92,7 @@ pub struct WorkerMetrics {
     /// Times this worker went to sleep for lack of work.
     pub parks: u64,
     /// Times this worker, idle, took from an offer another worker had posted
-    /// ([`post_offer`](crate::post_offer)).
+    /// ([`offer_while`](crate::offer_while)).
     pub offers_taken: u64,
     /// Tasks in this worker's local queue (plus its next slot) right now.
     pub local_queue_depth: usize,

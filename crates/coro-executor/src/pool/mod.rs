@@ -26,7 +26,7 @@ mod worker;
 
 pub use builder::{BuildError, ThreadPoolBuilder};
 pub use metrics::{PoolMetrics, WorkerMetrics};
-pub use offer::{Offer, OfferGuard, post_offer};
+pub use offer::{Offer, offer_while};
 
 use crate::blocking::BlockingPool;
 use crate::executor::ExecutorHandle;

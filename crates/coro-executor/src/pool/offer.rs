@@ -1,7 +1,7 @@
 //! Offers: work a busy worker makes available to idle ones without spawning anything.
 //!
 //! A task that is about to run a batch of work inline (a collect starting its children) can
-//! *post* an [`Offer`] on its worker for the duration of that stretch. Posting costs a few
+//! *post* an [`Offer`] on its worker for the duration of that stretch ([`offer_while`]). Posting costs a few
 //! uncontended atomic operations and wakes nobody; if the stretch is short, the offer is
 //! revoked before anyone looks, and the batch ran with no spawn at all. Only when the worker
 //! stays busy with an offer posted does the pool's monitor (`monitor.rs`, Go's sysmon in
@@ -9,15 +9,17 @@
 //! [`Offer::take`]; that is when the work gets spawned, on the idle worker.
 //!
 //! The slot is written only by its worker and read by thieves under its lock: taking an offer
-//! is rare, posting and revoking are not, and an uncontended lock is two atomic operations.
+//! is rare, posting and revoking are not, and an uncontended lock is two atomic operations. The
+//! slot holds a pointer to the poster's `Arc`, not a reference of its own: the poster keeps it
+//! alive for the whole stretch (it lends it to `offer_while`), and a thief takes its own
+//! reference under the lock, so posting costs no reference-count traffic.
 
-use super::shared::Shared;
-use crate::loom::sync::Mutex;
+use crate::loom::UnsafeCell;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
-use std::marker::PhantomData;
 use std::sync::Arc;
 
-/// Work a running task offers to idle workers of its pool, posted with [`post_offer`].
+/// Work a running task offers to idle workers of its pool while it is busy, posted with
+/// [`offer_while`].
 ///
 /// An idle worker that finds the offer posted calls [`take`](Self::take) on its own thread,
 /// outside any task; `take` spawns what it takes (the spawn lands on that worker, which runs it
@@ -54,9 +56,9 @@ use std::sync::Arc;
 /// let pool = ThreadPool::new(2).unwrap();
 /// let ran_here = pool.spawn(async {
 ///     let job = Arc::new(OneJob(AtomicBool::new(false)));
-///     let posted = coro_executor::post_offer(job.clone());
-///     // ... other work; an idle worker may take the job meanwhile ...
-///     drop(posted);
+///     coro_executor::offer_while(&job, || {
+///         // ... other work; an idle worker may take the job meanwhile ...
+///     });
 ///     job.claim() // run it here unless it was taken
 /// });
 /// futures::executor::block_on(ran_here).unwrap();
@@ -71,14 +73,13 @@ pub trait Offer: Send + Sync + 'static {
     fn take(self: Arc<Self>);
 }
 
-/// Posts `offer` on the current worker until the returned guard is dropped, so that idle
-/// workers can take from it while this worker stays busy (see [`Offer`]). The previous offer of
-/// this worker, if any, is hidden until then (offers nest: an inner stretch of work offers its
-/// own).
+/// Runs `f` with `offer` posted on the current worker, so that idle workers can take from it
+/// while this worker is busy with `f` (see [`Offer`]), and revokes it when `f` returns or
+/// panics. An offer this worker had posted already is hidden meanwhile (offers nest: an inner
+/// stretch of work offers its own) and posted again afterwards.
 ///
-/// Returns `None`, posting nothing, outside a [`ThreadPool`](crate::ThreadPool) worker and on
-/// a pool of one worker, where nobody could take it. The guard is not `Send`: an offer is
-/// posted for a stretch of one poll, never across an await.
+/// Outside a [`ThreadPool`](crate::ThreadPool) worker, and on a pool of one worker, where
+/// nobody could take it, nothing is posted: `f` just runs.
 ///
 /// ```
 /// use coro_executor::Offer;
@@ -92,130 +93,175 @@ pub trait Offer: Send + Sync + 'static {
 ///     fn take(self: Arc<Self>) {}
 /// }
 ///
-/// // Outside a pool there is nobody to offer to.
-/// assert!(coro_executor::post_offer(Arc::new(Nothing)).is_none());
+/// // Outside a pool there is nobody to offer to, and `f` runs all the same.
+/// assert_eq!(coro_executor::offer_while(&Arc::new(Nothing), || 7), 7);
 /// ```
-#[must_use = "the offer is revoked when the guard is dropped"]
-pub fn post_offer(offer: Arc<dyn Offer>) -> Option<OfferGuard> {
-    super::worker::with_current_worker(|shared, index| {
+pub fn offer_while<O: Offer, R>(offer: &Arc<O>, f: impl FnOnce() -> R) -> R {
+    let pointer: *const O = Arc::as_ptr(offer);
+    let pointer: *const dyn Offer = pointer;
+    let posted = super::worker::with_current_worker(|shared, index| {
         if shared.remotes.len() < 2 {
             return None;
         }
-        let remote = &shared.remotes[index];
-        let previous = remote.offer.replace(Some(offer));
+        let slot = &shared.remotes[index].offer;
+        // SAFETY: `offer` is borrowed for this whole call, and the `Revoke` below takes the
+        // pointer out of the slot before this call returns (or unwinds).
+        let previous = unsafe { slot.replace(Some(OfferPtr(pointer))) };
         shared.monitor.offer_posted();
-        Some(OfferGuard {
-            shared: Arc::as_ptr(shared),
-            index,
+        Some(Revoke {
+            slot: std::ptr::from_ref(slot),
             previous,
-            _not_send: PhantomData,
         })
     })
-    .flatten()
+    .flatten();
+    let result = f();
+    drop(posted);
+    result
 }
 
-/// Keeps an offer posted; dropping it revokes the offer and restores the one it hid, if any.
-/// Returned by [`post_offer`].
-///
-/// ```
-/// use coro_executor::{Offer, ThreadPool};
-/// use std::sync::Arc;
-///
-/// struct Nothing;
-/// impl Offer for Nothing {
-///     fn has_work(&self) -> bool {
-///         false
-///     }
-///     fn take(self: Arc<Self>) {}
-/// }
-///
-/// let pool = ThreadPool::new(2).unwrap();
-/// let posted = pool.spawn(async {
-///     let guard = coro_executor::post_offer(Arc::new(Nothing));
-///     let posted = guard.is_some();
-///     drop(guard); // revoked
-///     posted
-/// });
-/// assert!(futures::executor::block_on(posted).unwrap());
-/// ```
-pub struct OfferGuard {
-    /// Only compared and, while this thread is still its worker, dereferenced: the worker's own
-    /// reference keeps the pool alive (a reference per post would be an atomic update on a
-    /// line every worker shares).
-    shared: *const Shared,
-    index: usize,
-    previous: Option<Arc<dyn Offer>>,
-    _not_send: PhantomData<*const ()>,
+/// Takes an offer back out of its slot (also on unwind), restoring the one it hid.
+struct Revoke {
+    /// The slot of the current worker. The worker's frame (which keeps its pool alive) is
+    /// further up this thread's stack than the `offer_while` that owns this, so it outlives it.
+    slot: *const OfferSlot,
+    previous: Option<OfferPtr>,
 }
 
-impl Drop for OfferGuard {
+impl Drop for Revoke {
     fn drop(&mut self) {
-        let previous = self.previous.take();
-        let revoked = super::worker::with_current_worker(|shared, index| {
-            // The guard cannot leave its thread, and the thread is the worker for as long as a
-            // task runs on it; checked anyway, so that a guard kept past that revokes nothing.
-            (std::ptr::eq(Arc::as_ptr(shared), self.shared) && index == self.index)
-                .then(|| shared.remotes[index].offer.replace(previous))
-        });
-        // Dropped outside the slot's lock: the last reference to an offer may run its owner's
-        // destructors.
-        drop(revoked);
+        // SAFETY: the slot outlives this (see `slot`); `previous` was posted by an enclosing
+        // `offer_while` on this thread, which is still running (calls nest), so its `Arc` is
+        // still lent.
+        unsafe { (*self.slot).replace(self.previous.take()) };
     }
 }
 
-impl std::fmt::Debug for OfferGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OfferGuard")
-            .field("worker", &self.index)
-            .finish_non_exhaustive()
-    }
-}
+/// A posted offer: a pointer into an `Arc<dyn Offer>` its poster keeps alive while posted.
+#[derive(Clone, Copy)]
+struct OfferPtr(*const dyn Offer);
+
+// SAFETY: the pointee is `Send + Sync` (`Offer`'s bounds), and the pointer is only dereferenced
+// (turned into a new reference) under the slot's lock while its poster keeps it alive.
+unsafe impl Send for OfferPtr {}
+
+/// `OfferSlot::state`: an offer is posted.
+const POSTED: usize = 1;
+/// `OfferSlot::state`: a thief is taking a reference to the posted offer.
+const LOCKED: usize = 2;
+/// `OfferSlot::state`: one change of the posted offer (the bits above the flags count them).
+const CHANGE: usize = 4;
 
 /// A worker's offer slot.
+///
+/// The owner posts and revokes without a lock: one read-modify-write each, since posting and
+/// revoking happen around every stretch of inline work. A thief sets `LOCKED` (only while
+/// `POSTED` is set, with a compare-and-swap) for the few instructions it takes to add a
+/// reference to the posted offer; the owner clears `POSTED` only while `LOCKED` is clear (also
+/// a compare-and-swap, waiting out the thief), so `LOCKED` implies `POSTED`, and once the owner
+/// has cleared `POSTED` nobody else reads `offer` until it posts again.
 pub(crate) struct OfferSlot {
-    offer: Mutex<Option<Arc<dyn Offer>>>,
-    /// `changes << 1 | posted`. Written only by the owning worker; the monitor reads it to tell
-    /// an offer that stays posted (the same value twice) from a stream of short-lived ones.
+    offer: UnsafeCell<Option<OfferPtr>>,
+    /// `changes * CHANGE | LOCKED? | POSTED?`. The monitor compares it (without `LOCKED`)
+    /// between looks, to tell an offer that stays posted from a stream of short-lived ones.
     state: AtomicUsize,
 }
+
+// SAFETY: `offer` is written only by the owner while `POSTED` is clear and read by others only
+// while they hold `LOCKED` (which implies `POSTED`), as the type's doc argues; `OfferPtr` is
+// `Send`.
+unsafe impl Sync for OfferSlot {}
 
 impl OfferSlot {
     pub(crate) fn new() -> OfferSlot {
         OfferSlot {
-            offer: Mutex::new(None),
+            offer: UnsafeCell::new(None),
             state: AtomicUsize::new(0),
         }
     }
 
     /// Replaces the posted offer (owner only), returning the old one.
-    pub(crate) fn replace(&self, offer: Option<Arc<dyn Offer>>) -> Option<Arc<dyn Offer>> {
-        let posted = offer.is_some() as usize;
-        let old = std::mem::replace(&mut *self.offer.lock().unwrap(), offer);
-        let state = (self.state.load(Relaxed) >> 1).wrapping_add(1) << 1 | posted;
-        if posted == 1 {
-            // SeqCst: a post pairs with the monitor's deep-sleep check (`Monitor::offer_posted`).
-            self.state.store(state, SeqCst);
-        } else {
-            self.state.store(state, Release);
+    ///
+    /// # Safety
+    ///
+    /// Only the slot's worker may call this, and a new offer's `Arc` must stay alive until it
+    /// is replaced in turn.
+    unsafe fn replace(&self, offer: Option<OfferPtr>) -> Option<OfferPtr> {
+        let mut state = self.state.load(Relaxed);
+        if state & POSTED != 0 {
+            // Take the slot out of service, once no thief is inside.
+            let mut spins = 0u32;
+            loop {
+                if state & LOCKED == 0 {
+                    match self.state.compare_exchange_weak(
+                        state,
+                        (state + CHANGE) & !POSTED,
+                        Acquire,
+                        Relaxed,
+                    ) {
+                        Ok(_) => break,
+                        Err(actual) => state = actual,
+                    }
+                } else {
+                    // A thief holds it for a few instructions, unless it was preempted.
+                    spins += 1;
+                    if spins < 64 {
+                        crate::loom::spin_loop();
+                    } else {
+                        crate::loom::thread::yield_now();
+                    }
+                    state = self.state.load(Relaxed);
+                }
+            }
+            state = (state + CHANGE) & !POSTED;
+        }
+        // SAFETY: `POSTED` is clear, so no thief is reading `offer` or can start to (see the
+        // type's doc), and only this worker writes it.
+        let old = self
+            .offer
+            .with_mut(|cell| unsafe { std::mem::replace(&mut *cell, offer) });
+        if offer.is_some() {
+            // SeqCst: a post pairs with the monitor's deep-sleep check (`Monitor::offer_posted`);
+            // it also releases the pointer to thieves. A plain store: with `POSTED` clear, no
+            // thief can set `LOCKED` meanwhile.
+            self.state.store((state + CHANGE) | POSTED, SeqCst);
         }
         old
     }
 
-    /// The slot's state word (see `state`).
+    /// The slot's state word (see `state`), without the thieves' `LOCKED` bit.
     pub(crate) fn state(&self) -> usize {
-        self.state.load(SeqCst)
+        self.state.load(SeqCst) & !LOCKED
     }
 
     pub(crate) fn is_posted(state: usize) -> bool {
-        state & 1 != 0
+        state & POSTED != 0
     }
 
-    /// A reference to the posted offer, if any and if it has work left, to take from.
+    /// A reference to the posted offer, if any and if it has work left, to take from. `None`
+    /// also while another thief is taking one: it will find the work if there is any.
     pub(crate) fn get(&self) -> Option<Arc<dyn Offer>> {
-        if !Self::is_posted(self.state.load(Acquire)) {
+        let state = self.state.load(Relaxed);
+        if state & (POSTED | LOCKED) != POSTED {
             return None;
         }
-        let offer = self.offer.lock().unwrap();
-        offer.as_ref().filter(|o| o.has_work()).cloned()
+        self.state
+            .compare_exchange(state, state | LOCKED, Acquire, Relaxed)
+            .ok()?;
+        let pointer = self.offer.with(|cell| {
+            // SAFETY: we hold `LOCKED`, so the owner does not write `offer` (see the type's doc).
+            unsafe { *cell }
+        });
+        let offer = pointer.map(|OfferPtr(pointer)| {
+            // SAFETY: a posted pointer came from `Arc::as_ptr` of an `Arc` its poster keeps
+            // alive until it takes the pointer out of the slot, which waits for `LOCKED` to
+            // clear; so the count is above zero, and the reference we add is ours to own.
+            unsafe {
+                Arc::increment_strong_count(pointer);
+                Arc::from_raw(pointer)
+            }
+        });
+        self.state.fetch_and(!LOCKED, Release);
+        // Asked after unlocking: `has_work` is the offer's own code.
+        offer.filter(|o| o.has_work())
     }
 }

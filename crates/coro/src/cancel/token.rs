@@ -89,6 +89,16 @@ impl Clone for CancellationSource {
     }
 }
 
+impl CancellationSource {
+    /// This source again, for a new use as if fresh, if nothing else observes it (no token,
+    /// callback or waiter holds its state) and it was never cancelled; `None` (dropping it)
+    /// otherwise. Collects recycle their own sources this way.
+    pub(crate) fn into_reusable(mut self) -> Option<CancellationSource> {
+        let unobserved = Arc::get_mut(&mut self.state).is_some();
+        (unobserved && !self.state.is_cancellation_requested()).then_some(self)
+    }
+}
+
 impl Drop for CancellationSource {
     fn drop(&mut self) {
         self.state.remove_source();

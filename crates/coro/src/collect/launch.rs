@@ -11,7 +11,7 @@
 //!
 //! Children that never suspend (CPU-bound work) would then run one after another. To keep them
 //! parallel on a thread pool, the collect *posts* its unstarted children as an offer on its
-//! worker while it starts them ([`coro_executor::post_offer`]). Posting wakes nobody and costs a
+//! worker while it starts them ([`coro_executor::offer_while`]). Posting wakes nobody and costs a
 //! few atomic operations; if the children are quick, the offer is revoked before anyone looks.
 //! If the worker stays busy, the pool's monitor wakes an idle worker, which takes the next
 //! unstarted child and drives it as a task there (offering the rest in turn while it runs, so
@@ -22,7 +22,7 @@ use super::slot::ChildSlots;
 use crate::cancel::CancellationToken;
 use crate::task::context::{Context, current_context};
 use crate::task::root::{spawn_root_under, without_publishing};
-use coro_executor::{JoinError, JoinHandle, Offer, post_offer};
+use coro_executor::{JoinError, JoinHandle, Offer, offer_while};
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
@@ -34,11 +34,12 @@ pub(super) struct Collect<S> {
     children: S,
     /// The next index to claim (each claim takes one; closing sets it past every index).
     next: AtomicUsize,
+    /// The context the children run in: the caller's, with the children's token (the
+    /// caller's merged with the collect's own, unless the collect never cancels). Declared
+    /// (so dropped) before `failure`, which can recycle its source once no token observes it.
+    child_ctx: Context,
     /// Records the first failure and cancels the siblings (`None`: `settled`, never cancels).
     failure: Option<Failure>,
-    /// The context the children run in: the caller's, with the children's token (the
-    /// caller's merged with the collect's own, unless the collect never cancels).
-    child_ctx: Context,
     /// Children taken by idle workers. Locked from a taker's claim to the push of its child's
     /// handle, so that once every child is claimed, the collect finds every taken one here.
     taken: Mutex<Vec<Driven>>,
@@ -50,25 +51,38 @@ pub(super) struct Collect<S> {
 }
 
 impl<S: ChildSlots> Collect<S> {
-    /// The state of a collect of `children` that runs in the current task; `cancels`: whether
-    /// the first failure cancels the siblings.
-    pub(super) fn new(children: S, cancels: bool) -> Arc<Collect<S>> {
-        let mut child_ctx = current_context();
-        let failure = cancels.then(|| {
-            let failure = Failure::unshared();
-            let caller = std::mem::take(&mut child_ctx.token);
-            child_ctx.token = CancellationToken::merge([caller, failure.source_token()]);
-            failure
-        });
+    /// The state of a collect of `children`, not started. Allocated when the collect is
+    /// created, so that the children are moved into place once, not again when it starts.
+    pub(super) fn new(children: S) -> Arc<Collect<S>> {
         Arc::new(Collect {
             children,
             next: AtomicUsize::new(0),
-            failure,
-            child_ctx,
+            child_ctx: Context::default(),
+            failure: None,
             taken: Mutex::new(Vec::new()),
             tried_taking: AtomicBool::new(false),
-            collect_task: coro_executor::trace::current_task_id(),
+            collect_task: None,
         })
+    }
+
+    /// Starts the collect in the current task, whose context the children inherit;
+    /// `cancels`: whether the first failure cancels the siblings.
+    pub(super) fn start(this: &mut Arc<Collect<S>>, cancels: bool) {
+        let this = Arc::get_mut(this).expect("a collect starts once, before it is shared");
+        this.child_ctx = current_context();
+        this.collect_task = coro_executor::trace::current_task_id();
+        if cancels {
+            let failure = Failure::unshared();
+            let own = failure.source_token();
+            let caller = &mut this.child_ctx.token;
+            // Without a caller's token to merge, the merge would return the collect's own.
+            *caller = if caller.can_be_cancelled() {
+                CancellationToken::merge([std::mem::take(caller), own])
+            } else {
+                own
+            };
+            this.failure = Some(failure);
+        }
     }
 
     /// The children, to take their outcomes from.
@@ -176,15 +190,15 @@ impl<S: ChildSlots> Future for Driver<S> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
         let collect = &self.collect;
-        // While children are left unstarted, this worker offers them in turn.
-        let _offer = if collect.has_unstarted() {
-            post_offer(collect.clone())
-        } else {
-            None
-        };
         // SAFETY: the driver owns the slot: its spawner (the claimer) handed it over and polls
         // it no more; the collect only reads it after this task has finished.
-        unsafe { collect.poll_child(self.index, cx) }
+        let mut poll = || unsafe { collect.poll_child(self.index, cx) };
+        if collect.has_unstarted() {
+            // While children are left unstarted, this worker offers them in turn.
+            offer_while(collect, poll)
+        } else {
+            poll()
+        }
     }
 }
 
@@ -242,27 +256,23 @@ pub(super) async fn run<S: ChildSlots>(collect: &Arc<Collect<S>>) {
     // Start every child the collect can claim, offering the rest meanwhile: all in one poll
     // of this task (each child's first poll returns at once), as an offer must be.
     poll_fn(|cx| {
-        let mut offer = if count > 1 {
-            post_offer(collect.clone())
-        } else {
-            None
-        };
-        while let Some(index) = collect.claim() {
-            if !collect.has_unstarted() {
-                // Nothing left to offer: revoke before the last child runs.
-                offer = None;
-            }
-            // A child that suspends here moves to a task of its own: its stack is not where
-            // this task waits, so it must not be published as this task's.
-            let first_poll = without_publishing(|| {
+        let mut start_all = || {
+            while let Some(index) = collect.claim() {
                 // SAFETY: the claim made the slot ours; it lives in the collect's allocation.
-                unsafe { collect.poll_child(index, cx) }
-            });
-            if first_poll.is_pending() {
-                driven.push(drive(collect, index));
+                if unsafe { collect.poll_child(index, cx) }.is_pending() {
+                    driven.push(drive(collect, index));
+                }
             }
-        }
-        drop(offer);
+        };
+        // A child that suspends here moves to a task of its own: its stack is not where this
+        // task waits, so it must not be published as this task's.
+        without_publishing(|| {
+            if count > 1 {
+                offer_while(collect, start_all);
+            } else {
+                start_all();
+            }
+        });
         Poll::Ready(())
     })
     .await;

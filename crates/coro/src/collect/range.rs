@@ -37,7 +37,8 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let collect = Collect::new(slots, cancels);
+    let mut collect = Collect::new(slots);
+    Collect::start(&mut collect, cancels);
     run(&collect).await;
     let outcomes = collect
         .children()
