@@ -532,3 +532,38 @@ fn ready_children_run_inline_within_the_parents_poll() {
     assert!(handle.is_finished());
     assert_eq!(block_wait(handle).unwrap(), [0, 1]);
 }
+
+#[test]
+fn a_collects_token_is_its_own_even_when_sources_are_recycled() {
+    // Collects on one thread reuse a source nothing observed; one a child kept, or one that
+    // was cancelled, must never come back.
+    let kept = block_wait(collect_all_range([async {
+        coro::current_cancellation_token()
+    }]));
+    let kept = kept.into_iter().next().unwrap();
+    let failing: BoxFuture<()> = Box::pin(async {
+        if std::hint::black_box(true) {
+            panic!("fails");
+        }
+    });
+    let failed = catch_unwind(AssertUnwindSafe(|| {
+        block_wait(collect_all_range([failing]))
+    }));
+    assert!(failed.is_err());
+    assert!(
+        !kept.is_cancellation_requested(),
+        "a later collect's failure cancelled a token an earlier collect's child kept"
+    );
+    for _ in 0..3 {
+        let fresh = block_wait(collect_all_range([async {
+            let token = coro::current_cancellation_token();
+            (token.is_cancellation_requested(), token)
+        }]));
+        let (requested, token) = fresh.into_iter().next().unwrap();
+        assert!(
+            !requested,
+            "a collect started with its token already cancelled"
+        );
+        assert_ne!(token, kept, "two collects shared one source");
+    }
+}

@@ -56,3 +56,34 @@ fn several_keys_coexist_and_missing_ones_are_errors() {
     let msg = panic.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(msg.contains("USER") && msg.contains("scope"), "{msg}");
 }
+
+#[test]
+fn collect_children_run_by_an_idle_worker_see_the_callers_locals_and_token() {
+    let pool = coro::ThreadPool::new(2).unwrap();
+    // CPU-bound children: the second is taken by the other worker while the first runs.
+    let child = || async {
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(50) {
+            std::hint::spin_loop();
+        }
+        let token = coro::current_cancellation_token();
+        (
+            std::thread::current().id(),
+            REQUEST.get(),
+            token.can_be_cancelled(),
+        )
+    };
+    let collect = REQUEST.scope(5, async move {
+        let caller_token = coro::current_cancellation_token();
+        let (a, b) = coro::collect_all!(child(), child()).await;
+        (a, b, caller_token)
+    });
+    let (a, b, caller_token) = block_wait(Task::new(collect).schedule_on(&pool));
+    assert_ne!(a.0, b.0, "both children ran on one worker");
+    assert_eq!((a.1, b.1), (5, 5), "a child lost the caller's task-local");
+    assert!(
+        a.2 && b.2,
+        "a child's token is not the collect's (cancellable) one"
+    );
+    assert!(!caller_token.can_be_cancelled());
+}

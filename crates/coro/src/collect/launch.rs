@@ -17,16 +17,20 @@
 //! unstarted child and drives it as a task there (offering the rest in turn while it runs, so
 //! the work spreads over every idle worker).
 
+#[cfg(all(test, loom))]
+mod loom_tests;
+
 use super::children::Failure;
 use super::slot::ChildSlots;
 use crate::cancel::CancellationToken;
 use crate::task::context::{Context, current_context};
 use crate::task::root::{spawn_root_under, without_publishing};
+use coro_executor::loom::sync::Mutex;
+use coro_executor::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use coro_executor::{JoinError, JoinHandle, Offer, offer_while};
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::task::Poll;
 
 /// A collect's shared state: its children, who has claimed which, and its failure policy.
@@ -134,6 +138,19 @@ impl<S: ChildSlots> Collect<S> {
         drop(self.take_taken());
     }
 
+    /// Claims the next unstarted child for an idle worker, and lists what `start` makes of it
+    /// (its driver) for the collect to await.
+    fn take_with(&self, start: impl FnOnce(usize) -> Driven) {
+        let mut taken = self.taken.lock().unwrap_or_else(PoisonError::into_inner);
+        // Before the claim: the claim's release carries it to the collect's final claim.
+        self.tried_taking.store(true, Relaxed);
+        let Some(index) = self.claim() else {
+            return;
+        };
+        // The claim made the slot ours; `start` hands it over.
+        taken.push(start(index));
+    }
+
     /// The children idle workers took, once no more can be claimed (the caller made the last
     /// claim, or closed the collect).
     fn take_taken(&self) -> Vec<Driven> {
@@ -153,14 +170,7 @@ impl<S: ChildSlots> Offer for Collect<S> {
 
     /// On an idle worker: claims the next unstarted child and spawns its driver there.
     fn take(self: Arc<Self>) {
-        let mut taken = self.taken.lock().unwrap_or_else(PoisonError::into_inner);
-        // Before the claim: the claim's release carries it to the collect's final claim.
-        self.tried_taking.store(true, Relaxed);
-        let Some(index) = self.claim() else {
-            return;
-        };
-        // The claim made the slot ours; the driver takes it over.
-        taken.push(drive(&self, index));
+        self.take_with(|index| drive(&self, index));
     }
 }
 

@@ -1,0 +1,146 @@
+//! Loom models of how a collect hands out its children (`launch.rs`, `slot.rs`): every child
+//! slot has one owner at a time, whoever claimed it (the collect's own start loop, or an idle
+//! worker taking from the collect's offer) or the closing of a dropped collect, and once the
+//! collect has made its last claim it finds every child an idle worker took.
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
+//!     cargo test -p coro --lib --release --target-dir target/loom -- loom_collect
+//! ```
+//!
+//! The children here are counters in loom cells rather than futures: loom then checks every
+//! access to a slot against every other (two owners at once is a reported data race), and the
+//! counts show that each child was polled or dropped unstarted exactly once.
+//!
+//! - `loom_collect_start_races_taker`: the collect's start loop claims and polls children
+//!   while an idle worker takes one; every child is polled once, and the list of taken
+//!   children the collect reads after its last claim holds exactly the taker's. (It fails if
+//!   the taker raises `tried_taking` after its claim instead of before.)
+//! - `loom_collect_close_races_taker`: a dropped collect closes (dropping the children nobody
+//!   claimed) while an idle worker takes one; every child is polled or dropped, once. (It
+//!   fails if closing also drops the last claimed slot.)
+
+use super::{Collect, Driven};
+use crate::collect::slot::ChildSlots;
+use crate::task::context::Context as TaskContext;
+use coro_executor::loom::UnsafeCell;
+use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use coro_executor::loom::thread;
+use coro_executor::trace::Frame;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+/// What happened to a child: `POLLED` added once per poll, `DROPPED` once per drop.
+const POLLED: u32 = 1;
+const DROPPED: u32 = 100;
+const CHILDREN: usize = 3;
+
+/// Children that count what is done to them.
+struct Counted {
+    cells: Vec<UnsafeCell<u32>>,
+}
+
+// SAFETY: the model shares the cells exactly as a collect shares its slots; a second owner at
+// once is what loom is here to report.
+unsafe impl Sync for Counted {}
+
+impl Counted {
+    fn new() -> Counted {
+        Counted {
+            cells: (0..CHILDREN).map(|_| UnsafeCell::new(0)).collect(),
+        }
+    }
+
+    /// What was done to each child, once the model's threads are joined.
+    fn outcomes(&self) -> Vec<u32> {
+        // SAFETY: every other thread of the model has been joined.
+        self.cells
+            .iter()
+            .map(|c| c.with(|v| unsafe { *v }))
+            .collect()
+    }
+}
+
+impl ChildSlots for Counted {
+    fn len(&self) -> usize {
+        CHILDREN
+    }
+
+    unsafe fn poll(&self, index: usize, _: &TaskContext, _: &mut Context<'_>) -> Poll<bool> {
+        // SAFETY: the caller owns the slot (what the model checks).
+        self.cells[index].with_mut(|v| unsafe { *v += POLLED });
+        Poll::Ready(false)
+    }
+
+    unsafe fn frame(&self, _: usize) -> Option<Frame> {
+        None
+    }
+
+    unsafe fn drop_unstarted(&self, index: usize) {
+        // SAFETY: the caller owns the slot (what the model checks).
+        self.cells[index].with_mut(|v| unsafe { *v += DROPPED });
+    }
+}
+
+/// An idle worker taking from `collect`'s offer: the claimed child is polled there at once
+/// (its driver's first poll), and counted in `took`.
+fn take(collect: &Collect<Counted>, took: &AtomicUsize) {
+    collect.take_with(|index| {
+        let mut cx = Context::from_waker(Waker::noop());
+        // SAFETY: `take_with` hands us the claimed slot.
+        let _ = unsafe { collect.poll_child(index, &mut cx) };
+        took.fetch_add(1, SeqCst);
+        Driven {
+            index,
+            handle: None,
+        }
+    });
+}
+
+#[test]
+fn loom_collect_start_races_taker() {
+    loom::model(|| {
+        let collect = Collect::new(Counted::new());
+        let took = Arc::new(AtomicUsize::new(0));
+        let taker = {
+            let (collect, took) = (collect.clone(), took.clone());
+            thread::spawn(move || take(&collect, &took))
+        };
+        // The collect's start loop, then its read of what was taken.
+        let mut cx = Context::from_waker(Waker::noop());
+        while let Some(index) = collect.claim() {
+            // SAFETY: the claim made the slot ours.
+            let _ = unsafe { collect.poll_child(index, &mut cx) };
+        }
+        let taken = collect.take_taken();
+        assert_eq!(
+            taken.len(),
+            took.load(SeqCst),
+            "the collect missed a child an idle worker took"
+        );
+        taker.join().unwrap();
+        assert_eq!(collect.children().outcomes(), [POLLED; CHILDREN]);
+    });
+}
+
+#[test]
+fn loom_collect_close_races_taker() {
+    loom::model(|| {
+        let collect = Collect::new(Counted::new());
+        let took = Arc::new(AtomicUsize::new(0));
+        let taker = {
+            let (collect, took) = (collect.clone(), took.clone());
+            thread::spawn(move || take(&collect, &took))
+        };
+        // The collect is dropped before starting anything.
+        collect.close();
+        taker.join().unwrap();
+        let outcomes = collect.children.outcomes();
+        assert!(
+            outcomes.iter().all(|&o| o == POLLED || o == DROPPED),
+            "a child was handled twice or not at all: {outcomes:?}"
+        );
+        let polled = outcomes.iter().filter(|&&o| o == POLLED).count();
+        assert_eq!(polled, took.load(SeqCst));
+    });
+}
