@@ -11,6 +11,9 @@
 //! - [`ExecutorHandle`] is the cloneable handle everything spawns through; the [`Executor`] trait
 //!   lets any type host tasks, and [`InlineExecutor`] and [`ManualExecutor`] are two small ones.
 //! - [`JoinHandle`] awaits a task's result (or [`JoinError`]); dropping it detaches the task.
+//! - [`offer_while`] lets a busy worker make work (an [`Offer`]) available to idle workers
+//!   without spawning it; the pool's monitor thread wakes an idle worker only if the offer
+//!   stays posted, so short stretches of inline work cost no wake-up.
 //! - [`ThreadPool::spawn_blocking`] moves blocking code off the workers.
 //! - [`trace`] lists every live task (id, state, async stack) for task dumps.
 //! - [`time`] has deadline futures on a hierarchical timer wheel, usable from any executor.

@@ -15,7 +15,7 @@
 use super::offer::OfferSlot;
 use super::park::Parker;
 use super::shared::{Remote, Shared};
-use crate::loom::sync::atomic::{AtomicBool, Ordering::*};
+use crate::loom::sync::atomic::{AtomicBool, Ordering::*, fence};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,17 +44,20 @@ impl Monitor {
 
     /// Called after an offer was posted: wakes the monitor if it sleeps until a post.
     pub(crate) fn offer_posted(&self) {
-        // The post's SeqCst store and this SeqCst load pair with `sleep_until_posted`'s store of
-        // `sleeping` and load of the slots: either the monitor sees the offer, or we see it
-        // asleep (store buffering, as in `Idle`).
-        if self.sleeping.load(SeqCst) {
+        // Between the post's store and this load; pairs with the fence in `sleep_until_posted`,
+        // between its store of `sleeping` and its loads of the slots: either the monitor sees
+        // the offer, or we see it asleep (store buffering, as in `Idle`). Fences, not SeqCst
+        // accesses: the post's store need not be SeqCst itself, and loom models fences.
+        fence(SeqCst);
+        if self.sleeping.load(Relaxed) {
             self.parker.unpark();
         }
     }
 
     /// Sleeps until an offer is posted (or [`wake`](Self::wake)), unless one is posted already.
     pub(crate) fn sleep_until_posted(&self, remotes: &[Remote]) {
-        self.sleeping.store(true, SeqCst);
+        self.sleeping.store(true, Relaxed);
+        fence(SeqCst);
         if !remotes
             .iter()
             .any(|r| OfferSlot::is_posted(r.offer.state()))

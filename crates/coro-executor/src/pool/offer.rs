@@ -14,6 +14,7 @@
 //! alive for the whole stretch (it lends it to `offer_while`), and a thief takes its own
 //! reference under the lock, so posting costs no reference-count traffic.
 
+use super::shared::Shared;
 use crate::loom::UnsafeCell;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use std::sync::Arc;
@@ -109,7 +110,8 @@ pub fn offer_while<O: Offer, R>(offer: &Arc<O>, f: impl FnOnce() -> R) -> R {
         let previous = unsafe { slot.replace(Some(OfferPtr(pointer))) };
         shared.monitor.offer_posted();
         Some(Revoke {
-            slot: std::ptr::from_ref(slot),
+            shared: Arc::as_ptr(shared),
+            index,
             previous,
         })
     })
@@ -121,24 +123,36 @@ pub fn offer_while<O: Offer, R>(offer: &Arc<O>, f: impl FnOnce() -> R) -> R {
 
 /// Takes an offer back out of its slot (also on unwind), restoring the one it hid.
 struct Revoke {
-    /// The slot of the current worker. The worker's frame (which keeps its pool alive) is
-    /// further up this thread's stack than the `offer_while` that owns this, so it outlives it.
-    slot: *const OfferSlot,
+    /// The pool of the current worker, whose slot `index` is. The worker's frame (which keeps
+    /// its pool alive) is further up this thread's stack than the `offer_while` that owns this,
+    /// so it outlives it.
+    shared: *const Shared,
+    index: usize,
     previous: Option<OfferPtr>,
 }
 
 impl Drop for Revoke {
     fn drop(&mut self) {
-        // SAFETY: the slot outlives this (see `slot`); `previous` was posted by an enclosing
-        // `offer_while` on this thread, which is still running (calls nest), so its `Arc` is
-        // still lent.
-        unsafe { (*self.slot).replace(self.previous.take()) };
+        // SAFETY: the pool outlives this (see `shared`).
+        let shared = unsafe { &*self.shared };
+        let restored = self.previous.is_some();
+        // SAFETY: `previous` was posted by an enclosing `offer_while` on this thread, which is
+        // still running (calls nest), so its `Arc` is still lent.
+        unsafe {
+            shared.remotes[self.index]
+                .offer
+                .replace(self.previous.take())
+        };
+        if restored {
+            // Posted again: a post like any other for a sleeping monitor.
+            shared.monitor.offer_posted();
+        }
     }
 }
 
 /// A posted offer: a pointer into an `Arc<dyn Offer>` its poster keeps alive while posted.
 #[derive(Clone, Copy)]
-struct OfferPtr(*const dyn Offer);
+pub(crate) struct OfferPtr(pub(crate) *const dyn Offer);
 
 // SAFETY: the pointee is `Send + Sync` (`Offer`'s bounds), and the pointer is only dereferenced
 // (turned into a new reference) under the slot's lock while its poster keeps it alive.
@@ -185,7 +199,7 @@ impl OfferSlot {
     ///
     /// Only the slot's worker may call this, and a new offer's `Arc` must stay alive until it
     /// is replaced in turn.
-    unsafe fn replace(&self, offer: Option<OfferPtr>) -> Option<OfferPtr> {
+    pub(crate) unsafe fn replace(&self, offer: Option<OfferPtr>) -> Option<OfferPtr> {
         let mut state = self.state.load(Relaxed);
         if state & POSTED != 0 {
             // Take the slot out of service, once no thief is inside.
@@ -220,17 +234,17 @@ impl OfferSlot {
             .offer
             .with_mut(|cell| unsafe { std::mem::replace(&mut *cell, offer) });
         if offer.is_some() {
-            // SeqCst: a post pairs with the monitor's deep-sleep check (`Monitor::offer_posted`);
-            // it also releases the pointer to thieves. A plain store: with `POSTED` clear, no
-            // thief can set `LOCKED` meanwhile.
-            self.state.store((state + CHANGE) | POSTED, SeqCst);
+            // Release: publishes the pointer to thieves (the poster then calls
+            // `Monitor::offer_posted`, whose fence orders this store before its check). A plain
+            // store: with `POSTED` clear, no thief can set `LOCKED` meanwhile.
+            self.state.store((state + CHANGE) | POSTED, Release);
         }
         old
     }
 
     /// The slot's state word (see `state`), without the thieves' `LOCKED` bit.
     pub(crate) fn state(&self) -> usize {
-        self.state.load(SeqCst) & !LOCKED
+        self.state.load(Relaxed) & !LOCKED
     }
 
     pub(crate) fn is_posted(state: usize) -> bool {
