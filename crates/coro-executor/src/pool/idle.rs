@@ -21,11 +21,24 @@ const UNPARKED_ONE: usize = 1 << SEARCHING_BITS;
 pub(crate) struct Idle {
     /// `unparked << 16 | searching`.
     state: AtomicUsize,
-    /// Indices of parked workers, most recently parked last.
-    sleepers: Mutex<Vec<usize>>,
+    sleepers: Mutex<Sleepers>,
     num_workers: usize,
     /// High-water mark of simultaneous searchers, for metrics.
     max_searching: AtomicUsize,
+}
+
+struct Sleepers {
+    /// Indices of parked workers, most recently parked last.
+    parked: Vec<usize>,
+    /// The pool's monitor sleeps until a worker is woken (`monitor.rs`).
+    monitor_asleep: bool,
+}
+
+/// A parked worker to wake, chosen by [`Idle::worker_to_notify`].
+pub(crate) struct Notify {
+    pub(crate) worker: usize,
+    /// The monitor slept while every worker was parked: wake it too.
+    pub(crate) monitor: bool,
 }
 
 fn searching(state: usize) -> usize {
@@ -41,15 +54,19 @@ impl Idle {
         assert!(num_workers < SEARCHING_MASK, "too many workers");
         Idle {
             state: AtomicUsize::new(num_workers << SEARCHING_BITS),
-            sleepers: Mutex::new(Vec::with_capacity(num_workers)),
+            sleepers: Mutex::new(Sleepers {
+                parked: Vec::with_capacity(num_workers),
+                monitor_asleep: false,
+            }),
             num_workers,
             max_searching: AtomicUsize::new(0),
         }
     }
 
     /// If a parked worker should be woken for new work, marks it unparked and searching and
-    /// returns its index. The caller must unpark it.
-    pub(crate) fn worker_to_notify(&self) -> Option<usize> {
+    /// returns its index (and whether the monitor sleeps, see `monitor_may_sleep`). The caller
+    /// must unpark it (and the monitor).
+    pub(crate) fn worker_to_notify(&self) -> Option<Notify> {
         // The caller has just made work visible. A SeqCst read-modify-write orders that store
         // before this read (a plain load could be satisfied early); it pairs with the SeqCst
         // decrement in `stop_searching`/`park`, so either the notifier sees no searcher or the
@@ -75,12 +92,24 @@ impl Idle {
             }
         }
         self.note_searching(1);
-        let index = sleepers.pop();
+        let worker = sleepers.parked.pop();
         debug_assert!(
-            index.is_some(),
+            worker.is_some(),
             "fewer unparked than workers implies a sleeper"
         );
-        index
+        let monitor = std::mem::take(&mut sleepers.monitor_asleep);
+        worker.map(|worker| Notify { worker, monitor })
+    }
+
+    /// Whether the pool's monitor may sleep until a worker is woken: every worker is parked, so
+    /// none can post an offer until one is woken, which happens only through
+    /// [`worker_to_notify`](Self::worker_to_notify) and which then reports the monitor asleep.
+    /// Decided under the sleepers' lock, as the wake-ups are, so no wake-up is missed.
+    pub(crate) fn monitor_may_sleep(&self) -> bool {
+        let mut sleepers = self.sleepers.lock().unwrap();
+        let all_parked = unparked(self.state.load(SeqCst)) == 0;
+        sleepers.monitor_asleep = all_parked;
+        all_parked
     }
 
     fn notify_should_wake(&self) -> bool {
@@ -133,14 +162,14 @@ impl Idle {
         let mut sleepers = self.sleepers.lock().unwrap();
         let dec = UNPARKED_ONE | is_searching as usize;
         let prev = self.state.fetch_sub(dec, SeqCst);
-        sleepers.push(index);
+        sleepers.parked.push(index);
         (is_searching && searching(prev) == 1) || unparked(prev) == 1
     }
 
     /// After a wake-up: returns true if worker `index` was really chosen (it is no longer in the
     /// sleeper list), false on a spurious wake-up.
     pub(crate) fn unpark_confirmed(&self, index: usize) -> bool {
-        !self.sleepers.lock().unwrap().contains(&index)
+        !self.sleepers.lock().unwrap().parked.contains(&index)
     }
 
     /// Current number of searching workers.

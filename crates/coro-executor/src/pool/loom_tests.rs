@@ -92,10 +92,10 @@
 //!   - `loom_offer_nested_post_restores_outer` (exhaustive): nested `offer_while`s post A, post B
 //!     (which hides A), restore A (which revokes B) and revoke A while a thief `get`s once: it gets
 //!     A, B or nothing, each `replace` returns what it replaced, and the counts end exact;
-//!   - `loom_monitor_sleep_races_post` (exhaustive): the monitor going to sleep until a post
-//!     races a post and its `offer_posted`; the monitor is always woken (a lost wake-up is a
-//!     deadlock). With SeqCst accesses instead of the two fences it deadlocks under loom, which
-//!     treats SeqCst loads and stores as AcqRel; without the unpark it deadlocks too;
+//!   - `loom_monitor_sleep_races_worker_wake_up` (exhaustive): the monitor going to sleep while
+//!     every worker is parked races a remote spawn that wakes a worker; the monitor is always
+//!     woken too, or sees the woken worker and does not sleep (a lost wake-up is a deadlock;
+//!     without the monitor's unpark in `notify_parked` it deadlocks);
 //!   - `loom_monitor_wakes_parked_worker_for_stuck_offer` (exhaustive): worker 1 is asleep and
 //!     worker 0 busy with an offer posted, which wakes nobody; the monitor's second look sees it
 //!     still posted and notifies worker 1, which finds the offer while searching (`ModelWorker`
@@ -1019,28 +1019,26 @@ fn loom_offer_nested_post_restores_outer() {
 }
 
 #[test]
-fn loom_monitor_sleep_races_post() {
-    // The monitor goes to sleep until a post (`monitor::run` after `IDLE_LOOKS` empty looks)
-    // while worker 0 posts an offer, as `offer_while` does. A lost wake-up leaves the monitor
-    // parked forever, and the join below a loom deadlock.
+fn loom_monitor_sleep_races_worker_wake_up() {
+    // Every worker is parked, so the monitor goes to sleep (`monitor::run` after a quiet
+    // stretch) while a task is scheduled from outside the pool, which wakes a worker: the
+    // monitor must be woken too, or it stays parked forever and the join below is a loom
+    // deadlock. (The woken worker's thread is not modelled: its parker keeps the token.)
     model_exhaustive(|| {
         let (shared, _locals) = new_shared(2);
+        setup_idle(&shared, [Start::Asleep, Start::Asleep]);
         let monitor = {
             let shared = shared.clone();
-            thread::spawn(move || shared.monitor.sleep_until_posted(&shared.remotes))
+            thread::spawn(move || monitor::sleep_while_all_parked(&shared))
         };
 
-        let offer = TestOffer::new(None);
-        let lent = offer.clone();
-        let slot = &shared.remotes[0].offer;
-        assert!(replace(slot, Some(offer_ptr(&lent))).is_none());
-        shared.monitor.offer_posted();
+        let ran = Arc::new(AtomicUsize::new(0));
+        shared.schedule_remote(counted_task(&shared, &ran, 1));
 
-        monitor.join().unwrap();
-        assert_eq!(addr_of_ptr(replace(slot, None)), Some(addr_of(&offer)));
-        drop(lent);
-        assert_eq!(offer.taken(), 0, "nobody takes offers here");
-        assert_eq!(std::sync::Arc::strong_count(&offer), 1);
+        // Slept (and was woken), or saw the woken worker and did not sleep.
+        let _slept = monitor.join().unwrap();
+        drop(shared.inject.pop());
+        assert_eq!(ran.load(Relaxed), 0, "nobody ran the task here");
     });
 }
 
@@ -1067,7 +1065,6 @@ fn loom_monitor_wakes_parked_worker_for_stuck_offer() {
         let lent = offer.clone();
         let slot = &shared.remotes[0].offer;
         assert!(replace(slot, Some(offer_ptr(&lent))).is_none());
-        shared.monitor.offer_posted();
 
         // `monitor::run`'s loop for two looks, without its sleeps.
         let monitor = {

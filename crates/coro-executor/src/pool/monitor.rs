@@ -1,73 +1,52 @@
 //! The monitor: a pool thread that wakes a parked worker for an offer that stays posted (Go's
 //! sysmon, reduced to that one duty).
 //!
-//! Posting an [`Offer`](super::offer::Offer) wakes nobody, so that short stretches of inline
-//! work cost no wake-up. Someone must still notice a long one: a worker busy in a long poll
-//! cannot. The monitor looks at every worker's offer slot periodically; an offer whose slot
-//! has not changed since the previous look has been posted for at least one period, and gets a
-//! parked worker woken for it (through the usual policy: only if nobody is searching). The
-//! period starts at [`MIN_PERIOD`] and doubles after every look that woke nobody, up to
-//! [`MAX_PERIOD`], so a busy pool whose offers are all short-lived costs one wake-up of this
-//! thread per `MAX_PERIOD`. After [`IDLE_LOOKS`] looks in a row without any posted offer the
-//! monitor sleeps until the next post wakes it (the only time a post pays for a wake-up), so an
-//! idle pool costs nothing.
+//! Posting an [`Offer`](super::offer::Offer) wakes nobody, and costs no memory barrier, so that
+//! short stretches of inline work cost nothing but their bookkeeping. Someone must still notice
+//! a long one: a worker busy in a long poll cannot. The monitor looks at every worker's offer
+//! slot periodically; an offer whose slot has not changed since the previous look has been
+//! posted for at least one period, and gets a parked worker woken for it (through the usual
+//! policy: only if nobody is searching). The period starts at [`MIN_PERIOD`] and doubles after
+//! every look that woke nobody, up to [`MAX_PERIOD`] while offers are being posted and up to
+//! [`QUIET_PERIOD`] after [`QUIET_LOOKS`] looks without any, so a busy pool costs this thread at
+//! most one wake-up per `QUIET_PERIOD` when it posts no offers. While every worker is parked,
+//! no offer can be posted: the monitor then sleeps until a worker is woken (the waker wakes it
+//! too, see `Idle::monitor_may_sleep`), so an idle pool costs nothing.
 
 use super::offer::OfferSlot;
 use super::park::Parker;
-use super::shared::{Remote, Shared};
-use crate::loom::sync::atomic::{AtomicBool, Ordering::*, fence};
+use super::shared::Shared;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The shortest period between looks: how soon a stuck offer is noticed while offers are
 /// being taken.
 pub(crate) const MIN_PERIOD: Duration = Duration::from_micros(50);
-/// The longest period between looks while offers are being posted: the bound on how late a
-/// parked worker is woken for a stuck offer after a quiet stretch (two periods at most).
+/// The longest period between looks while offers are being posted: with two looks needed, a
+/// stuck offer is noticed within about two of these.
 pub(crate) const MAX_PERIOD: Duration = Duration::from_millis(1);
-/// Looks in a row without any posted offer before the monitor sleeps until the next post.
-const IDLE_LOOKS: u32 = 16;
+/// The longest period between looks once no offer was seen for a while (Go's sysmon backs
+/// off to the same 10 ms): the bound on how late the first offer after a quiet stretch is
+/// noticed.
+pub(crate) const QUIET_PERIOD: Duration = Duration::from_millis(10);
+/// Looks in a row without any posted offer that make a quiet stretch.
+const QUIET_LOOKS: u32 = 16;
 
+/// What the pool's other threads use of its monitor thread: the parker it sleeps on while
+/// every worker is parked.
 pub(crate) struct Monitor {
-    /// Set while the monitor sleeps until the next post.
-    sleeping: AtomicBool,
     parker: Parker,
 }
 
 impl Monitor {
     pub(crate) fn new() -> Monitor {
         Monitor {
-            sleeping: AtomicBool::new(false),
             parker: Parker::new(),
         }
     }
 
-    /// Called after an offer was posted: wakes the monitor if it sleeps until a post.
-    pub(crate) fn offer_posted(&self) {
-        // Between the post's store and this load; pairs with the fence in `sleep_until_posted`,
-        // between its store of `sleeping` and its loads of the slots: either the monitor sees
-        // the offer, or we see it asleep (store buffering, as in `Idle`). Fences, not SeqCst
-        // accesses: the post's store need not be SeqCst itself, and loom models fences.
-        fence(SeqCst);
-        if self.sleeping.load(Relaxed) {
-            self.parker.unpark();
-        }
-    }
-
-    /// Sleeps until an offer is posted (or [`wake`](Self::wake)), unless one is posted already.
-    pub(crate) fn sleep_until_posted(&self, remotes: &[Remote]) {
-        self.sleeping.store(true, Relaxed);
-        fence(SeqCst);
-        if !remotes
-            .iter()
-            .any(|r| OfferSlot::is_posted(r.offer.state()))
-        {
-            self.parker.park();
-        }
-        self.sleeping.store(false, Relaxed);
-    }
-
-    /// Wakes the monitor from any sleep until a post (shutdown).
+    /// Wakes the monitor from its sleep while every worker is parked (a worker was woken, or
+    /// the pool shuts down).
     pub(crate) fn wake(&self) {
         self.parker.unpark();
     }
@@ -104,26 +83,37 @@ pub(crate) fn look(shared: &Shared, last: &mut [usize]) -> Look {
     seen
 }
 
-/// The monitor thread of pool `shared`: looks periodically while offers are posted, sleeps
-/// until a post otherwise, until the pool shuts down.
+/// If every worker of `shared` is parked, sleeps until one is woken (or the pool shuts down)
+/// and returns true; returns false at once otherwise.
+pub(crate) fn sleep_while_all_parked(shared: &Shared) -> bool {
+    let sleeps = shared.idle.monitor_may_sleep();
+    if sleeps {
+        shared.monitor.parker.park();
+    }
+    sleeps
+}
+
+/// The monitor thread of pool `shared`: looks periodically while a worker is awake, sleeps
+/// while every worker is parked, until the pool shuts down.
 pub(crate) fn run(shared: Arc<Shared>) {
     let mut last = vec![0; shared.remotes.len()];
     let mut period = MIN_PERIOD;
-    let mut idle_looks = 0;
+    let mut quiet_looks = 0;
     while !shared.is_shutdown() {
-        if idle_looks >= IDLE_LOOKS {
-            shared.monitor.sleep_until_posted(&shared.remotes);
-            idle_looks = 0;
+        if quiet_looks >= QUIET_LOOKS && sleep_while_all_parked(&shared) {
+            quiet_looks = 0;
             period = MIN_PERIOD;
         } else {
             std::thread::sleep(period);
         }
         let seen = look(&shared, &mut last);
+        quiet_looks = if seen.posted { 0 } else { quiet_looks + 1 };
         period = if seen.notified {
             MIN_PERIOD
+        } else if quiet_looks >= QUIET_LOOKS {
+            (period * 2).min(QUIET_PERIOD)
         } else {
             (period * 2).min(MAX_PERIOD)
         };
-        idle_looks = if seen.posted { 0 } else { idle_looks + 1 };
     }
 }

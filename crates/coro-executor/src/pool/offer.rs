@@ -108,7 +108,6 @@ pub fn offer_while<O: Offer, R>(offer: &Arc<O>, f: impl FnOnce() -> R) -> R {
         // SAFETY: `offer` is borrowed for this whole call, and the `Revoke` below takes the
         // pointer out of the slot before this call returns (or unwinds).
         let previous = unsafe { slot.replace(Some(OfferPtr(pointer))) };
-        shared.monitor.offer_posted();
         Some(Revoke {
             shared: Arc::as_ptr(shared),
             index,
@@ -135,7 +134,6 @@ impl Drop for Revoke {
     fn drop(&mut self) {
         // SAFETY: the pool outlives this (see `shared`).
         let shared = unsafe { &*self.shared };
-        let restored = self.previous.is_some();
         // SAFETY: `previous` was posted by an enclosing `offer_while` on this thread, which is
         // still running (calls nest), so its `Arc` is still lent.
         unsafe {
@@ -143,10 +141,6 @@ impl Drop for Revoke {
                 .offer
                 .replace(self.previous.take())
         };
-        if restored {
-            // Posted again: a post like any other for a sleeping monitor.
-            shared.monitor.offer_posted();
-        }
     }
 }
 
@@ -234,9 +228,8 @@ impl OfferSlot {
             .offer
             .with_mut(|cell| unsafe { std::mem::replace(&mut *cell, offer) });
         if offer.is_some() {
-            // Release: publishes the pointer to thieves (the poster then calls
-            // `Monitor::offer_posted`, whose fence orders this store before its check). A plain
-            // store: with `POSTED` clear, no thief can set `LOCKED` meanwhile.
+            // Release: publishes the pointer to thieves. A plain store: with `POSTED` clear, no
+            // thief can set `LOCKED` meanwhile.
             self.state.store((state + CHANGE) | POSTED, Release);
         }
         old

@@ -188,8 +188,11 @@ impl Shared {
     /// Wakes a parked worker if the policy says one should help: nobody is searching and someone
     /// is parked.
     pub(crate) fn notify_parked(&self) {
-        if let Some(index) = self.idle.worker_to_notify() {
-            self.remotes[index].parker.unpark();
+        if let Some(notify) = self.idle.worker_to_notify() {
+            self.remotes[notify.worker].parker.unpark();
+            if notify.monitor {
+                self.monitor.wake();
+            }
         }
     }
 

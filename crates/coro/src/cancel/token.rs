@@ -90,12 +90,23 @@ impl Clone for CancellationSource {
 }
 
 impl CancellationSource {
-    /// This source again, for a new use as if fresh, if nothing else observes it (no token,
-    /// callback or waiter holds its state) and it was never cancelled; `None` (dropping it)
-    /// otherwise. Collects recycle their own sources this way.
-    pub(crate) fn into_reusable(mut self) -> Option<CancellationSource> {
-        let unobserved = Arc::get_mut(&mut self.state).is_some();
-        (unobserved && !self.state.is_cancellation_requested()).then_some(self)
+    /// This source and `token` (one of its tokens) again, for a new use as if fresh, if
+    /// nothing else observes the source (no other token, callback or waiter holds its state)
+    /// and it was never cancelled; `None` (dropping both) otherwise. Collects recycle their
+    /// own sources this way, with the token their children ran with: keeping the token saves
+    /// a reference-count update at each end of every collect.
+    pub(crate) fn into_reusable(
+        self,
+        token: CancellationToken,
+    ) -> Option<(CancellationSource, CancellationToken)> {
+        let ours = token
+            .state
+            .as_ref()
+            .is_some_and(|t| Arc::ptr_eq(t, &self.state));
+        // Exactly this source and this token hold the state: nobody else can make another
+        // reference to it meanwhile, so the plain loads are exact.
+        let unobserved = Arc::strong_count(&self.state) == 2 && Arc::weak_count(&self.state) == 0;
+        (ours && unobserved && !self.state.is_cancellation_requested()).then_some((self, token))
     }
 }
 

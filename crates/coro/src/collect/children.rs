@@ -7,7 +7,6 @@ use coro_executor::{JoinError, JoinHandle};
 use std::any::Any;
 use std::cell::Cell;
 use std::future::{Future, poll_fn};
-use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::{Pin, pin};
 use std::sync::Arc;
@@ -19,8 +18,7 @@ pub(super) type Payload = Box<dyn Any + Send + 'static>;
 
 /// The collect's own cancellation source and the index of the child that failed first.
 pub(super) struct Failure {
-    /// Taken out only in `drop`.
-    source: ManuallyDrop<CancellationSource>,
+    source: CancellationSource,
     /// The index of the first child to fail, or `NONE`.
     first: AtomicUsize,
 }
@@ -30,15 +28,34 @@ const NONE: usize = usize::MAX;
 
 impl Failure {
     pub(super) fn new() -> Arc<Failure> {
-        Arc::new(Failure::unshared())
+        Arc::new(Failure {
+            source: CancellationSource::new(),
+            first: AtomicUsize::new(NONE),
+        })
     }
 
-    /// A failure record to embed in a collect's own shared state.
-    pub(super) fn unshared() -> Failure {
-        let source = SPARE_SOURCE.with(Cell::take).unwrap_or_default();
-        Failure {
-            source: ManuallyDrop::new(source),
+    /// A failure record to embed in a collect's own shared state, with a token of its source
+    /// for the children: a recycled pair if this thread has one (see `recycle`).
+    pub(super) fn unshared() -> (Failure, CancellationToken) {
+        let (source, token) = SPARE_SOURCE.with(Cell::take).unwrap_or_else(|| {
+            let source = CancellationSource::new();
+            let token = source.token();
+            (source, token)
+        });
+        let failure = Failure {
+            source,
             first: AtomicUsize::new(NONE),
+        };
+        (failure, token)
+    }
+
+    /// Ends a collect's failure record: its source and `token` (the one `unshared` gave) are
+    /// kept for this thread's next collect if nothing else observes them and nothing cancelled
+    /// them.
+    pub(super) fn recycle(self, token: CancellationToken) {
+        if let Some(pair) = self.source.into_reusable(token) {
+            // Dropped, not kept, if the thread is exiting (its locals are gone).
+            let _ = SPARE_SOURCE.try_with(|spare| spare.set(Some(pair)));
         }
     }
 
@@ -46,11 +63,6 @@ impl Failure {
     /// collect's own.
     pub(super) fn child_token(&self) -> CancellationToken {
         CancellationToken::merge([crate::current_cancellation_token(), self.source.token()])
-    }
-
-    /// The token of the collect's own source (cancelled on the first failure).
-    pub(super) fn source_token(&self) -> CancellationToken {
-        self.source.token()
     }
 
     /// Records child `index` as failed; the first to do so cancels its siblings.
@@ -71,21 +83,12 @@ impl Failure {
 }
 
 thread_local! {
-    /// A collect's source that nothing observed and nobody cancelled, kept for the next
-    /// collect on this thread: most collects never cancel, and a fresh source is an allocation
-    /// and its initialisation, a large part of a collect of a few quick children.
-    static SPARE_SOURCE: Cell<Option<CancellationSource>> = const { Cell::new(None) };
-}
-
-impl Drop for Failure {
-    fn drop(&mut self) {
-        // SAFETY: `source` is taken exactly once, here, and never used afterwards.
-        let source = unsafe { ManuallyDrop::take(&mut self.source) };
-        if let Some(source) = source.into_reusable() {
-            // Dropped, not kept, if the thread is exiting (its locals are gone).
-            let _ = SPARE_SOURCE.try_with(|spare| spare.set(Some(source)));
-        }
-    }
+    /// A collect's source (with its children's token) that nothing else observed and nobody
+    /// cancelled, kept for the next collect on this thread: most collects never cancel, and a
+    /// fresh source is an allocation and its initialisation, a large part of a collect of a
+    /// few quick children.
+    static SPARE_SOURCE: Cell<Option<(CancellationSource, CancellationToken)>> =
+        const { Cell::new(None) };
 }
 
 /// Runs `fut`, catching a panic as `Err(payload)`; a panic, or an output that `is_failure`

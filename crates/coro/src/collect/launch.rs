@@ -23,7 +23,7 @@ mod loom_tests;
 use super::children::Failure;
 use super::slot::ChildSlots;
 use crate::cancel::CancellationToken;
-use crate::task::context::{Context, current_context};
+use crate::task::context::{Context, current_context, enter_context};
 use crate::task::root::{spawn_root_under, without_publishing};
 use coro_executor::loom::sync::Mutex;
 use coro_executor::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
@@ -39,8 +39,8 @@ pub(super) struct Collect<S> {
     /// The next index to claim (each claim takes one; closing sets it past every index).
     next: AtomicUsize,
     /// The context the children run in: the caller's, with the children's token (the
-    /// caller's merged with the collect's own, unless the collect never cancels). Declared
-    /// (so dropped) before `failure`, which can recycle its source once no token observes it.
+    /// caller's merged with the collect's own, unless the collect never cancels). Its token
+    /// goes back with `failure`'s source for reuse when the collect is dropped.
     child_ctx: Context,
     /// Records the first failure and cancels the siblings (`None`: `settled`, never cancels).
     failure: Option<Failure>,
@@ -76,8 +76,7 @@ impl<S: ChildSlots> Collect<S> {
         this.child_ctx = current_context();
         this.collect_task = coro_executor::trace::current_task_id();
         if cancels {
-            let failure = Failure::unshared();
-            let own = failure.source_token();
+            let (failure, own) = Failure::unshared();
             let caller = &mut this.child_ctx.token;
             // Without a caller's token to merge, the merge would return the collect's own.
             *caller = if caller.can_be_cancelled() {
@@ -113,14 +112,21 @@ impl<S: ChildSlots> Collect<S> {
         self.next.load(Acquire) < self.children.len()
     }
 
-    /// Polls child `index`, recording its failure if it finished failing.
+    /// Polls child `index`, recording its failure if it finished failing; `in_child_ctx`: the
+    /// caller made the children's context current already.
     ///
     /// # Safety
     ///
     /// The caller owns the child's slot (see `slot.rs`), which lives in this shared allocation.
-    unsafe fn poll_child(&self, index: usize, cx: &mut std::task::Context<'_>) -> Poll<()> {
+    unsafe fn poll_child(
+        &self,
+        index: usize,
+        in_child_ctx: bool,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<()> {
+        let ctx = (!in_child_ctx).then_some(&self.child_ctx);
         // SAFETY: forwarded from the caller.
-        let failed = std::task::ready!(unsafe { self.children.poll(index, &self.child_ctx, cx) });
+        let failed = std::task::ready!(unsafe { self.children.poll(index, ctx, cx) });
         if let (true, Some(failure)) = (failed, &self.failure) {
             failure.record(index);
         }
@@ -152,14 +158,24 @@ impl<S: ChildSlots> Collect<S> {
     }
 
     /// The children idle workers took, once no more can be claimed (the caller made the last
-    /// claim, or closed the collect).
+    /// claim, successful or not, or closed the collect).
     fn take_taken(&self) -> Vec<Driven> {
-        // A taker sets the flag before its claim, which the caller's later read-modify-write of
-        // `next` acquired; takers that come later claim nothing.
+        // A taker sets the flag before its claim. A successful one comes before the caller's
+        // last claim (or close) in the order of `next`'s updates, so that read-modify-write
+        // acquired the flag; takers that come later claim nothing.
         if !self.tried_taking.load(Relaxed) {
             return Vec::new();
         }
         std::mem::take(&mut *self.taken.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+impl<S> Drop for Collect<S> {
+    fn drop(&mut self) {
+        if let Some(failure) = self.failure.take() {
+            // The children's token is the source's own unless it was merged with the caller's.
+            failure.recycle(std::mem::take(&mut self.child_ctx.token));
+        }
     }
 }
 
@@ -202,7 +218,7 @@ impl<S: ChildSlots> Future for Driver<S> {
         let collect = &self.collect;
         // SAFETY: the driver owns the slot: its spawner (the claimer) handed it over and polls
         // it no more; the collect only reads it after this task has finished.
-        let mut poll = || unsafe { collect.poll_child(self.index, cx) };
+        let mut poll = || unsafe { collect.poll_child(self.index, false, cx) };
         if collect.has_unstarted() {
             // While children are left unstarted, this worker offers them in turn.
             offer_while(collect, poll)
@@ -246,12 +262,16 @@ async fn finish<T>(handle: &mut Option<JoinHandle<T>>) -> Result<T, JoinError> {
     outcome
 }
 
-/// Dropped with the collect: drops the children nobody started, cancels the taken ones.
-struct CloseOnDrop<'a, S: ChildSlots>(&'a Collect<S>);
+/// Dropped with the collect before it has started every child: drops the children nobody
+/// started (and stops idle workers from taking more), cancels the taken ones. Disarmed once
+/// every child is claimed and the taken ones are the collect's: nothing is left for it then.
+struct CloseOnDrop<'a, S: ChildSlots>(Option<&'a Collect<S>>);
 
 impl<S: ChildSlots> Drop for CloseOnDrop<'_, S> {
     fn drop(&mut self) {
-        self.0.close();
+        if let Some(collect) = self.0 {
+            collect.close();
+        }
     }
 }
 
@@ -260,7 +280,7 @@ impl<S: ChildSlots> Drop for CloseOnDrop<'_, S> {
 /// its executor (shut down).
 pub(super) async fn run<S: ChildSlots>(collect: &Arc<Collect<S>>) {
     let count = collect.children.len();
-    let _close = CloseOnDrop(collect);
+    let mut close = CloseOnDrop(Some(collect));
     let mut driven = Vec::new();
 
     // Start every child the collect can claim, offering the rest meanwhile: all in one poll
@@ -269,13 +289,19 @@ pub(super) async fn run<S: ChildSlots>(collect: &Arc<Collect<S>>) {
         let mut start_all = || {
             while let Some(index) = collect.claim() {
                 // SAFETY: the claim made the slot ours; it lives in the collect's allocation.
-                if unsafe { collect.poll_child(index, cx) }.is_pending() {
+                if unsafe { collect.poll_child(index, true, cx) }.is_pending() {
                     driven.push(drive(collect, index));
+                }
+                if index + 1 == count {
+                    // The last one: nothing is left to claim, so no claim to fail.
+                    break;
                 }
             }
         };
-        // A child that suspends here moves to a task of its own: its stack is not where this
-        // task waits, so it must not be published as this task's.
+        // The children's context, once for all of them. A child that suspends here moves to a
+        // task of its own: its stack is not where this task waits, so it must not be published
+        // as this task's.
+        let _ctx = enter_context(&collect.child_ctx);
         without_publishing(|| {
             if count > 1 {
                 offer_while(collect, start_all);
@@ -288,6 +314,7 @@ pub(super) async fn run<S: ChildSlots>(collect: &Arc<Collect<S>>) {
     .await;
     // Every child is claimed: every one an idle worker took is listed by now.
     driven.append(&mut collect.take_taken());
+    close.0 = None;
 
     // Wait for the driven children. Each is awaited through its cancel-on-drop owner: if the
     // collect is dropped while waiting, the child is cancelled, not detached. A driver dropped

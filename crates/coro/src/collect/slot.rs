@@ -83,7 +83,8 @@ impl<F: Future> Slot<F> {
         }
     }
 
-    /// Polls the child in place, in context `ctx`, catching a panic. `Ready(failed)` once it
+    /// Polls the child in place, in context `ctx` (`None`: the caller made the children's
+    /// context current), catching a panic. `Ready(failed)` once it
     /// finished: its outcome is then stored, and `failed` says whether it panicked or its
     /// output is a failure.
     ///
@@ -91,7 +92,11 @@ impl<F: Future> Slot<F> {
     ///
     /// The caller owns the slot, and the slot does not move from its first poll until it is
     /// dropped (it lives in the collect's shared allocation).
-    pub(super) unsafe fn poll(&self, ctx: &TaskContext, cx: &mut Context<'_>) -> Poll<bool> {
+    pub(super) unsafe fn poll(
+        &self,
+        ctx: Option<&TaskContext>,
+        cx: &mut Context<'_>,
+    ) -> Poll<bool> {
         self.state.with_mut(|state| {
             // SAFETY: the caller owns the slot: this is the only reference to its state.
             let state = unsafe { &mut *state };
@@ -173,7 +178,12 @@ pub(super) trait ChildSlots: Send + Sync + 'static {
     /// # Safety
     ///
     /// As for [`Slot::poll`].
-    unsafe fn poll(&self, index: usize, ctx: &TaskContext, cx: &mut Context<'_>) -> Poll<bool>;
+    unsafe fn poll(
+        &self,
+        index: usize,
+        ctx: Option<&TaskContext>,
+        cx: &mut Context<'_>,
+    ) -> Poll<bool>;
 
     /// [`Slot::frame`] of child `index`.
     ///
@@ -199,7 +209,12 @@ where
         <[Slot<F>]>::len(self)
     }
 
-    unsafe fn poll(&self, index: usize, ctx: &TaskContext, cx: &mut Context<'_>) -> Poll<bool> {
+    unsafe fn poll(
+        &self,
+        index: usize,
+        ctx: Option<&TaskContext>,
+        cx: &mut Context<'_>,
+    ) -> Poll<bool> {
         // SAFETY: forwarded from the caller.
         unsafe { self[index].poll(ctx, cx) }
     }
@@ -229,7 +244,7 @@ macro_rules! impl_children_for_tuples {
             unsafe fn poll(
                 &self,
                 index: usize,
-                ctx: &TaskContext,
+                ctx: Option<&TaskContext>,
                 cx: &mut Context<'_>,
             ) -> Poll<bool> {
                 match index {

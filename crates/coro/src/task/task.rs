@@ -253,7 +253,7 @@ impl<F: Future + ?Sized> Framed<F> {
         );
         // SAFETY: see above; `this.future` does not move while `self` is pinned.
         let future = unsafe { Pin::new_unchecked(&mut this.future) };
-        let poll = poll_in_frame(&this.frame, &this.ctx, future, cx);
+        let poll = poll_in_frame(&this.frame, Some(&this.ctx), future, cx);
         if poll.is_ready() {
             this.flags |= FINISHED;
         }
@@ -261,17 +261,17 @@ impl<F: Future + ?Sized> Framed<F> {
     }
 }
 
-/// Polls `future` as a task's body: in context `ctx` and frame `frame` (linked under the
-/// current one), on a fresh stack segment if this one runs low; a poll that returns `Pending`
-/// publishes the stack from here if nothing deeper did.
+/// Polls `future` as a task's body: in context `ctx` (`None`: the caller made it current) and
+/// frame `frame` (linked under the current one), on a fresh stack segment if this one runs low;
+/// a poll that returns `Pending` publishes the stack from here if nothing deeper did.
 pub(crate) fn poll_in_frame<F: Future + ?Sized>(
     frame: &FrameNode,
-    ctx: &Context,
+    ctx: Option<&Context>,
     future: Pin<&mut F>,
     cx: &mut TaskCx<'_>,
 ) -> Poll<F::Output> {
     // Most tasks run in exactly their awaiter's context: then there is nothing to switch.
-    let _ctx = enter_context_if_changed(ctx);
+    let _ctx = ctx.and_then(enter_context_if_changed);
     let _frame = frame.enter();
     let poll = with_stack(move || future.poll(cx));
     if poll.is_pending() {

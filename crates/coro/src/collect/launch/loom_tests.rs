@@ -66,7 +66,12 @@ impl ChildSlots for Counted {
         CHILDREN
     }
 
-    unsafe fn poll(&self, index: usize, _: &TaskContext, _: &mut Context<'_>) -> Poll<bool> {
+    unsafe fn poll(
+        &self,
+        index: usize,
+        _: Option<&TaskContext>,
+        _: &mut Context<'_>,
+    ) -> Poll<bool> {
         // SAFETY: the caller owns the slot (what the model checks).
         self.cells[index].with_mut(|v| unsafe { *v += POLLED });
         Poll::Ready(false)
@@ -88,7 +93,7 @@ fn take(collect: &Collect<Counted>, took: &AtomicUsize) {
     collect.take_with(|index| {
         let mut cx = Context::from_waker(Waker::noop());
         // SAFETY: `take_with` hands us the claimed slot.
-        let _ = unsafe { collect.poll_child(index, &mut cx) };
+        let _ = unsafe { collect.poll_child(index, false, &mut cx) };
         took.fetch_add(1, SeqCst);
         Driven {
             index,
@@ -110,7 +115,7 @@ fn loom_collect_start_races_taker() {
         let mut cx = Context::from_waker(Waker::noop());
         while let Some(index) = collect.claim() {
             // SAFETY: the claim made the slot ours.
-            let _ = unsafe { collect.poll_child(index, &mut cx) };
+            let _ = unsafe { collect.poll_child(index, false, &mut cx) };
         }
         let taken = collect.take_taken();
         assert_eq!(
