@@ -62,7 +62,8 @@ impl ThreadPoolBuilder {
     }
 
     /// Prefix of the threads' names: workers are `{name}-{index}`, blocking threads
-    /// `{name}-blocking-{n}`.
+    /// `{name}-blocking-{n}`, and the monitor of a pool of two or more workers (it wakes an
+    /// idle worker for an [`Offer`](crate::Offer) that stays posted) `{name}-monitor`.
     ///
     /// ```
     /// let pool = coro_executor::ThreadPool::builder().worker_threads(1).thread_name("io").build().unwrap();

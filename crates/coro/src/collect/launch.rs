@@ -55,37 +55,31 @@ pub(super) struct Collect<S> {
 }
 
 impl<S: ChildSlots> Collect<S> {
-    /// The state of a collect of `children`, not started. Allocated when the collect is
-    /// created, so that the children are moved into place once, not again when it starts.
-    pub(super) fn new(children: S) -> Arc<Collect<S>> {
-        Arc::new(Collect {
-            children,
-            next: AtomicUsize::new(0),
-            child_ctx: Context::default(),
-            failure: None,
-            taken: Mutex::new(Vec::new()),
-            tried_taking: AtomicBool::new(false),
-            collect_task: None,
-        })
-    }
-
-    /// Starts the collect in the current task, whose context the children inherit;
-    /// `cancels`: whether the first failure cancels the siblings.
-    pub(super) fn start(this: &mut Arc<Collect<S>>, cancels: bool) {
-        let this = Arc::get_mut(this).expect("a collect starts once, before it is shared");
-        this.child_ctx = current_context();
-        this.collect_task = coro_executor::trace::current_task_id();
-        if cancels {
+    /// The state of a collect of `children` that starts now, in the current task, whose
+    /// context the children inherit; `cancels`: whether the first failure cancels the
+    /// siblings.
+    pub(super) fn start(children: S, cancels: bool) -> Arc<Collect<S>> {
+        let mut child_ctx = current_context();
+        let failure = cancels.then(|| {
             let (failure, own) = Failure::unshared();
-            let caller = &mut this.child_ctx.token;
+            let caller = &mut child_ctx.token;
             // Without a caller's token to merge, the merge would return the collect's own.
             *caller = if caller.can_be_cancelled() {
                 CancellationToken::merge([std::mem::take(caller), own])
             } else {
                 own
             };
-            this.failure = Some(failure);
-        }
+            failure
+        });
+        Arc::new(Collect {
+            children,
+            next: AtomicUsize::new(0),
+            child_ctx,
+            failure,
+            taken: Mutex::new(Vec::new()),
+            tried_taking: AtomicBool::new(false),
+            collect_task: coro_executor::trace::current_task_id(),
+        })
     }
 
     /// The children, to take their outcomes from.

@@ -37,8 +37,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let mut collect = Collect::new(slots);
-    Collect::start(&mut collect, cancels);
+    let collect = Collect::start(slots, cancels);
     run(&collect).await;
     let outcomes = collect
         .children()
@@ -56,9 +55,13 @@ const TRY_ALL: &str = "try_collect_all_range";
 /// and returns their outputs in input order (folly's `collectAllRange`).
 ///
 /// The result is a lazy [`Task`] named `collect_all_range`: nothing starts until it is awaited
-/// (the iterator itself is consumed here, turning each item into its future). Each child is
-/// spawned on the current executor with a cancellation token merged from the caller's and the
-/// collect's own.
+/// (the iterator itself is consumed here, turning each item into its future). Each child runs
+/// in the caller's context, with a cancellation token merged from the caller's and the
+/// collect's own, in a frame of its own under the collect's. The collect polls each child
+/// inline until it first suspends, and a child that suspends continues as a task of its own on
+/// the current executor; children that keep their worker busy are taken up by idle workers
+/// meanwhile. So children that are ready at once cost no spawn, and CPU-bound ones still run
+/// in parallel.
 ///
 /// # Panics
 ///

@@ -48,9 +48,9 @@ macro_rules! impl_tuples {
                 const NAME: &str = "collect_all";
                 let location = Location::caller();
                 let ($($f,)+) = self;
-                let mut collect = Collect::new(($(Slot::new($f, NAME, location, |_| false),)+));
                 let body = async move {
-                    Collect::start(&mut collect, true);
+                    let collect =
+                        Collect::start(($(Slot::new($f, NAME, location, |_| false),)+), true);
                     run(&collect).await;
                     let slots = collect.children();
                     // SAFETY (every `take`): `run` returned, so every slot is ours (see
@@ -81,10 +81,9 @@ macro_rules! impl_tuples {
                 const NAME: &str = "try_collect_all";
                 let location = Location::caller();
                 let ($($f,)+) = self;
-                let mut collect =
-                    Collect::new(($(Slot::new($f, NAME, location, Result::is_err),)+));
                 let body = async move {
-                    Collect::start(&mut collect, true);
+                    let collect =
+                        Collect::start(($(Slot::new($f, NAME, location, Result::is_err),)+), true);
                     run(&collect).await;
                     let slots = collect.children();
                     // SAFETY (every `take`): `run` returned, so every slot is ours (see

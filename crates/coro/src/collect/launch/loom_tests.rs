@@ -105,7 +105,7 @@ fn take(collect: &Collect<Counted>, took: &AtomicUsize) {
 #[test]
 fn loom_collect_start_races_taker() {
     loom::model(|| {
-        let collect = Collect::new(Counted::new());
+        let collect = Collect::start(Counted::new(), false);
         let took = Arc::new(AtomicUsize::new(0));
         let taker = {
             let (collect, took) = (collect.clone(), took.clone());
@@ -131,7 +131,7 @@ fn loom_collect_start_races_taker() {
 #[test]
 fn loom_collect_close_races_taker() {
     loom::model(|| {
-        let collect = Collect::new(Counted::new());
+        let collect = Collect::start(Counted::new(), false);
         let took = Arc::new(AtomicUsize::new(0));
         let taker = {
             let (collect, took) = (collect.clone(), took.clone());

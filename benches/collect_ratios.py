@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Prints the README figures of `cargo bench -p coro-benches --bench collect` over N processes.
+
+Usage: python3 benches/collect_ratios.py [--runs N] [CRITERION_ARGS...]
+
+Runs the bench N times (default 5), each in a fresh process (`cargo bench -p coro-benches
+--bench collect -- CRITERION_ARGS`), reads criterion's median point estimates from
+`<target>/criterion/<group>/<function>/new/estimates.json` after each run, and prints:
+- `collect_10k` and `dag`: coro's median time, the others', and coro / best (the faster other);
+- `collect_3_ready`: the per-child overhead of `collect_all!` over `futures::join!`,
+  (collect - join) / 3,000 children per iteration.
+Each figure is the median over the runs, with the range of the per-run values in brackets.
+The target directory is $CARGO_TARGET_DIR, else target/ at the workspace root. Python 3
+standard library only.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+GROUPS = {
+    "collect_10k": ("coro", ["tokio_joinset", "tokio_join_all", "async_executor"]),
+    "dag": ("coro", ["tokio"]),
+}
+READY = ("collect_3_ready", "coro_collect_all", "futures_join")
+READY_CHILDREN = 3000
+
+
+def criterion_dir() -> Path:
+    target = os.environ.get("CARGO_TARGET_DIR")
+    root = Path(target) if target else Path(__file__).resolve().parent.parent / "target"
+    return root / "criterion"
+
+
+def median_ns(group: str, function: str) -> float:
+    path = criterion_dir() / group / function / "new" / "estimates.json"
+    with open(path, encoding="utf-8") as f:
+        return float(json.load(f)["median"]["point_estimate"])
+
+
+def one_run(criterion_args) -> dict:
+    cmd = ["cargo", "bench", "-p", "coro-benches", "--bench", "collect", "--", *criterion_args]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    figures = {}
+    for group, (coro, others) in GROUPS.items():
+        times = {name: median_ns(group, name) for name in [coro, *others]}
+        figures[group] = (times, times[coro] / min(times[o] for o in others))
+    group, collect, join = READY
+    figures[group] = (median_ns(group, collect) - median_ns(group, join)) / READY_CHILDREN
+    return figures
+
+
+def fmt_ns(ns: float) -> str:
+    for unit, scale in (("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.3g} ns"
+
+
+def spread(values) -> str:
+    return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    runs = 5
+    if args[:1] == ["--runs"]:
+        if len(args) < 2 or not args[1].isdigit() or int(args[1]) < 1:
+            sys.exit("--runs needs a positive number of runs, e.g. --runs 5")
+        runs, args = int(args[1]), args[2:]
+    results = [one_run(args) for _ in range(runs)]
+    print(f"{runs} runs; medians over the runs, per-run range in brackets\n")
+    for group, (coro, others) in GROUPS.items():
+        cells = []
+        for name in [coro, *others]:
+            cells.append(f"{name} {fmt_ns(statistics.median(r[group][0][name] for r in results))}")
+        ratios = [r[group][1] for r in results]
+        print(f"{group}: {', '.join(cells)}; coro / best {spread(ratios)}")
+    overheads = [r[READY[0]] for r in results]
+    print(f"{READY[0]}: per-child overhead {spread(overheads)} ns")
+
+
+if __name__ == "__main__":
+    main()
