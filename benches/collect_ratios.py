@@ -8,7 +8,7 @@ Runs the bench N times (default 5), each in a fresh process (`cargo bench -p cor
 `<target>/criterion/<group>/<function>/new/estimates.json` after each run, and prints:
 - `collect_10k` and `dag`: coro's median time, the others', and coro / best (the faster other);
 - `collect_3_ready`: the per-child overhead of `collect_all!` over `futures::join!`,
-  (collect - join) / 3,000 children per iteration.
+  (collect - join) / 30,000 children per iteration.
 Each figure is the median over the runs, with the range of the per-run values in brackets.
 The target directory is $CARGO_TARGET_DIR, else target/ at the workspace root. Python 3
 standard library only.
@@ -26,7 +26,7 @@ GROUPS = {
     "dag": ("coro", ["tokio"]),
 }
 READY = ("collect_3_ready", "coro_collect_all", "futures_join")
-READY_CHILDREN = 3000
+READY_CHILDREN = 30_000
 
 
 def criterion_dir() -> Path:

@@ -33,7 +33,10 @@ const WORKERS: usize = 2;
 /// Children gathered per iteration of `collect_10k`.
 const NUM_CHILDREN: u64 = 10_000;
 /// `collect_all!`s (or `join!`s) of three ready children per iteration of `collect_3_ready`.
-const READY_LOOPS: u64 = 1_000;
+/// Enough that the iteration's hop to the pool and back (10-25 µs, and bimodal on a 2-core
+/// machine) is a few percent of even the `join!` loop, so that `collect - join` measures the
+/// barrier rather than the hop's noise.
+const READY_LOOPS: u64 = 10_000;
 /// Mid nodes under the root of `dag`.
 const MIDS: usize = 10;
 /// Leaf groups under each mid node of `dag`.

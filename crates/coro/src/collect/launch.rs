@@ -102,6 +102,17 @@ impl<S: ChildSlots> Collect<S> {
         (index < self.children.len()).then_some(index)
     }
 
+    /// [`claim`](Self::claim) for the collect's own first claim, before it offers anything:
+    /// while it holds the only reference, nobody can claim concurrently, and a plain store does
+    /// (published to idle workers by the offer's release).
+    fn claim_first(this: &Arc<Self>) -> Option<usize> {
+        if Arc::strong_count(this) != 1 || this.children.len() == 0 {
+            return this.claim();
+        }
+        this.next.store(1, Relaxed);
+        Some(0)
+    }
+
     fn has_unstarted(&self) -> bool {
         self.next.load(Acquire) < self.children.len()
     }
@@ -280,8 +291,9 @@ pub(super) async fn run<S: ChildSlots>(collect: &Arc<Collect<S>>) {
     // Start every child the collect can claim, offering the rest meanwhile: all in one poll
     // of this task (each child's first poll returns at once), as an offer must be.
     poll_fn(|cx| {
+        let mut first = Collect::claim_first(collect);
         let mut start_all = || {
-            while let Some(index) = collect.claim() {
+            while let Some(index) = first.take().or_else(|| collect.claim()) {
                 // SAFETY: the claim made the slot ours; it lives in the collect's allocation.
                 if unsafe { collect.poll_child(index, true, cx) }.is_pending() {
                     driven.push(drive(collect, index));
