@@ -102,6 +102,18 @@ impl<S: ChildSlots> Collect<S> {
         (index < self.children.len()).then_some(index)
     }
 
+    /// Claims and starts (with `start`) every child the collect can, beginning with `first`
+    /// (from [`claim_first`](Self::claim_first)); stops after the last index rather than
+    /// making a claim that would fail.
+    fn claim_each(&self, mut first: Option<usize>, mut start: impl FnMut(usize)) {
+        while let Some(index) = first.take().or_else(|| self.claim()) {
+            start(index);
+            if index + 1 == self.children.len() {
+                break;
+            }
+        }
+    }
+
     /// [`claim`](Self::claim) for the collect's own first claim, before it offers anything:
     /// while it holds the only reference, nobody can claim concurrently, and a plain store does
     /// (published to idle workers by the offer's release).
@@ -291,18 +303,14 @@ pub(super) async fn run<S: ChildSlots>(collect: &Arc<Collect<S>>) {
     // Start every child the collect can claim, offering the rest meanwhile: all in one poll
     // of this task (each child's first poll returns at once), as an offer must be.
     poll_fn(|cx| {
-        let mut first = Collect::claim_first(collect);
+        let first = Collect::claim_first(collect);
         let mut start_all = || {
-            while let Some(index) = first.take().or_else(|| collect.claim()) {
+            collect.claim_each(first, |index| {
                 // SAFETY: the claim made the slot ours; it lives in the collect's allocation.
                 if unsafe { collect.poll_child(index, true, cx) }.is_pending() {
                     driven.push(drive(collect, index));
                 }
-                if index + 1 == count {
-                    // The last one: nothing is left to claim, so no claim to fail.
-                    break;
-                }
-            }
+            });
         };
         // The children's context, once for all of them. A child that suspends here moves to a
         // task of its own: its stack is not where this task waits, so it must not be published

@@ -14,8 +14,9 @@
 //!
 //! - `loom_collect_start_races_taker`: the collect's start loop claims and polls children
 //!   while an idle worker takes one; every child is polled once, and the list of taken
-//!   children the collect reads after its last claim holds exactly the taker's. (It fails if
-//!   the taker raises `tried_taking` after its claim instead of before.)
+//!   children the collect reads after its last claim holds exactly the taker's, also when
+//!   that claim was of the last index (no failing claim follows it). (It fails if the taker
+//!   raises `tried_taking` after its claim instead of before.)
 //! - `loom_collect_close_races_taker`: a dropped collect closes (dropping the children nobody
 //!   claimed) while an idle worker takes one; every child is polled or dropped, once. (It
 //!   fails if closing also drops the last claimed slot.)
@@ -102,21 +103,27 @@ fn take(collect: &Collect<Counted>, took: &AtomicUsize) {
     });
 }
 
+/// A thread that takes one child from `collect`'s offer, as an idle worker would.
+fn spawn_taker(collect: &Arc<Collect<Counted>>, took: &Arc<AtomicUsize>) -> thread::JoinHandle<()> {
+    let (collect, took) = (collect.clone(), took.clone());
+    thread::spawn(move || take(&collect, &took))
+}
+
 #[test]
 fn loom_collect_start_races_taker() {
     loom::model(|| {
         let collect = Collect::start(Counted::new(), false);
         let took = Arc::new(AtomicUsize::new(0));
-        let taker = {
-            let (collect, took) = (collect.clone(), took.clone());
-            thread::spawn(move || take(&collect, &took))
-        };
-        // The collect's start loop, then its read of what was taken.
+        // `run`'s start loop: the first claim before offering (the spawn stands for the
+        // post, which releases it to takers), then the rest while offering, then its read of
+        // what was taken.
+        let first = Collect::claim_first(&collect);
+        let taker = spawn_taker(&collect, &took);
         let mut cx = Context::from_waker(Waker::noop());
-        while let Some(index) = collect.claim() {
+        collect.claim_each(first, |index| {
             // SAFETY: the claim made the slot ours.
             let _ = unsafe { collect.poll_child(index, false, &mut cx) };
-        }
+        });
         let taken = collect.take_taken();
         assert_eq!(
             taken.len(),
@@ -133,10 +140,7 @@ fn loom_collect_close_races_taker() {
     loom::model(|| {
         let collect = Collect::start(Counted::new(), false);
         let took = Arc::new(AtomicUsize::new(0));
-        let taker = {
-            let (collect, took) = (collect.clone(), took.clone());
-            thread::spawn(move || take(&collect, &took))
-        };
+        let taker = spawn_taker(&collect, &took);
         // The collect is dropped before starting anything.
         collect.close();
         taker.join().unwrap();
