@@ -227,18 +227,27 @@ impl<F: Future + ?Sized> Framed<F> {
     /// Captures the context the task starts with, if it has not started yet: the current one,
     /// with the task's own token if it was given one.
     pub(crate) fn capture_context(&mut self) {
-        if self.flags & STARTED == 0 {
-            self.flags |= STARTED;
-            let own_token = self.flags & OWN_TOKEN != 0;
-            with_context(|parent| {
-                if let Some(parent) = parent {
-                    if !own_token {
-                        self.ctx.token.clone_from(&parent.token);
-                    }
-                    self.ctx.locals.clone_from(&parent.locals);
-                }
-            });
+        self.start();
+    }
+
+    /// [`capture_context`](Self::capture_context); true if this call captured the current
+    /// context as it is (inside a task, no token of its own), so that it is current already.
+    fn start(&mut self) -> bool {
+        if self.flags & STARTED != 0 {
+            return false;
         }
+        self.flags |= STARTED;
+        let own_token = self.flags & OWN_TOKEN != 0;
+        with_context(|parent| {
+            let Some(parent) = parent else {
+                return false;
+            };
+            if !own_token {
+                self.ctx.token.clone_from(&parent.token);
+            }
+            self.ctx.locals.clone_from(&parent.locals);
+            !own_token
+        })
     }
 
     /// Polls the future inside this frame and context.
@@ -246,14 +255,17 @@ impl<F: Future + ?Sized> Framed<F> {
         // SAFETY: `future` is structurally pinned: it is only ever reached through this pinned
         // projection; the other fields are plain data, not pinned.
         let this = unsafe { self.get_unchecked_mut() };
-        this.capture_context();
+        // A task that starts in exactly its awaiter's context (the common case) need not
+        // switch to it, nor compare it with the current one.
+        let inherited = this.start();
         assert!(
             this.flags & FINISHED == 0,
             "a coro Task was polled after it completed"
         );
         // SAFETY: see above; `this.future` does not move while `self` is pinned.
         let future = unsafe { Pin::new_unchecked(&mut this.future) };
-        let poll = poll_in_frame(&this.frame, Some(&this.ctx), future, cx);
+        let ctx = (!inherited).then_some(&this.ctx);
+        let poll = poll_in_frame(&this.frame, ctx, future, cx);
         if poll.is_ready() {
             this.flags |= FINISHED;
         }
