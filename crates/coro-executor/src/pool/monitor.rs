@@ -16,7 +16,7 @@
 use super::offer::OfferSlot;
 use super::park::Parker;
 use super::shared::Shared;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// The shortest period between looks: how soon a stuck offer is noticed while offers are
@@ -33,22 +33,32 @@ pub(crate) const QUIET_PERIOD: Duration = Duration::from_millis(10);
 const QUIET_LOOKS: u32 = 16;
 
 /// What the pool's other threads use of its monitor thread: the parker it sleeps on while
-/// every worker is parked.
+/// every worker is parked, and the thread itself, whose timed sleeps shutdown cuts short.
 pub(crate) struct Monitor {
     parker: Parker,
+    thread: OnceLock<std::thread::Thread>,
 }
 
 impl Monitor {
     pub(crate) fn new() -> Monitor {
         Monitor {
             parker: Parker::new(),
+            thread: OnceLock::new(),
         }
     }
 
-    /// Wakes the monitor from its sleep while every worker is parked (a worker was woken, or
-    /// the pool shuts down).
+    /// Wakes the monitor from its sleep while every worker is parked (a worker was woken).
     pub(crate) fn wake(&self) {
         self.parker.unpark();
+    }
+
+    /// Wakes the monitor from any sleep, so that it sees the pool shut down at once (a pool's
+    /// drop joins it).
+    pub(crate) fn wake_for_shutdown(&self) {
+        self.parker.unpark();
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
     }
 }
 
@@ -96,6 +106,7 @@ pub(crate) fn sleep_while_all_parked(shared: &Shared) -> bool {
 /// The monitor thread of pool `shared`: looks periodically while a worker is awake, sleeps
 /// while every worker is parked, until the pool shuts down.
 pub(crate) fn run(shared: Arc<Shared>) {
+    let _ = shared.monitor.thread.set(std::thread::current());
     let mut last = vec![0; shared.remotes.len()];
     let mut period = MIN_PERIOD;
     let mut quiet_looks = 0;
@@ -104,7 +115,8 @@ pub(crate) fn run(shared: Arc<Shared>) {
             quiet_looks = 0;
             period = MIN_PERIOD;
         } else {
-            std::thread::sleep(period);
+            // Cut short by shutdown (or, harmlessly, by a spurious wake-up: one early look).
+            std::thread::park_timeout(period);
         }
         let seen = look(&shared, &mut last);
         quiet_looks = if seen.posted { 0 } else { quiet_looks + 1 };

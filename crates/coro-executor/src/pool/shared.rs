@@ -222,7 +222,7 @@ impl Shared {
         for remote in self.remotes.iter() {
             remote.parker.unpark();
         }
-        self.monitor.wake();
+        self.monitor.wake_for_shutdown();
         true
     }
 
