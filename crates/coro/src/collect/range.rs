@@ -59,9 +59,10 @@ const TRY_ALL: &str = "try_collect_all_range";
 /// in the caller's context, with a cancellation token merged from the caller's and the
 /// collect's own, in a frame of its own under the collect's. The collect polls each child
 /// inline until it first suspends, and a child that suspends continues as a task of its own on
-/// the current executor; children that keep their worker busy are taken up by idle workers
-/// meanwhile. So children that are ready at once cost no spawn, and CPU-bound ones still run
-/// in parallel.
+/// the current executor; while a child keeps the worker busy, idle workers of a
+/// [`ThreadPool`](crate::ThreadPool) take up the children not started yet (the pool's monitor
+/// wakes one after 50 µs to about 10 ms, depending on how recently it saw such work). So
+/// children that are ready at once cost no spawn, and CPU-bound ones still run in parallel.
 ///
 /// # Panics
 ///
