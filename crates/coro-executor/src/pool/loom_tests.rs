@@ -110,6 +110,7 @@ use super::monitor::{self, Look};
 use super::offer::{Offer, OfferPtr, OfferSlot};
 use super::queue::{self, CAPACITY, Local};
 use super::shared::{Remote, Shared};
+use super::worker::SEARCH_PASSES;
 use super::{park::Parker, tasks::TaskList};
 use crate::blocking::BlockingPool;
 use crate::executor::Runnable;
@@ -513,9 +514,6 @@ fn loom_parker_two_unparkers() {
 // ---------------------------------------------------------------------------------------------
 // Park/notify protocol
 // ---------------------------------------------------------------------------------------------
-
-/// `worker.rs`'s `SEARCH_PASSES`.
-const SEARCH_PASSES: usize = 2;
 
 /// `worker::Worker` for the models: the same calls on `Shared`/`Idle`/`Parker`/queues/offer slots
 /// in the same order. Left out, as irrelevant to wake-ups or impossible under loom: the

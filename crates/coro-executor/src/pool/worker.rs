@@ -6,7 +6,8 @@
 //!    queueing, but cannot monopolise the worker);
 //! 3. the local queue, then the global queue;
 //! 4. searching: steal half of a random victim's queue (victims' next slots on the last pass
-//!    only), then the global queue, for a bounded number of passes;
+//!    only) or take from its posted offer, then the global queue, for a bounded number of
+//!    passes (one);
 //! 5. park, rescanning every queue first if this worker was the last searcher or the last awake.
 
 use super::offer::Offer;
@@ -22,8 +23,11 @@ use std::sync::Arc;
 const GLOBAL_QUEUE_INTERVAL: u32 = 61;
 /// How many times in a row the next slot may be served before the local queue gets a turn.
 const MAX_NEXT_STREAK: u8 = 3;
-/// Passes over all victims a searching worker makes before it parks (the bounded spin).
-const SEARCH_PASSES: usize = 2;
+/// Passes over all victims a searching worker makes before it parks (the bounded spin). One,
+/// as tokio's searchers make: with two, `rwlock_contended` ran about 8% slower (a worker that
+/// keeps searching picks up tasks woken on the other core, so the lock's hand-offs cross
+/// cores), and no engine bench ran faster (3 processes each, 2026-11-23).
+pub(crate) const SEARCH_PASSES: usize = 1;
 
 /// The worker's private state. Borrowed only in short stretches, never across `Runnable::run`,
 /// so a task that schedules another from inside its poll finds it free.
