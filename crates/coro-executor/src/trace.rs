@@ -325,11 +325,14 @@ impl TraceCell {
     /// cell.publish(1, || vec![Frame::new("inner", std::panic::Location::caller())]);
     /// cell.publish(1, || unreachable!("same fingerprint: nothing to do"));
     /// ```
+    #[inline]
     pub fn publish(&self, fingerprint: u64, frames: impl FnOnce() -> Vec<Frame>) {
-        if self.fingerprint.load(Relaxed) == fingerprint {
-            return;
+        if self.fingerprint.load(Relaxed) != fingerprint {
+            self.store(fingerprint, frames());
         }
-        let frames = frames();
+    }
+
+    fn store(&self, fingerprint: u64, frames: Vec<Frame>) {
         *self.frames.lock().unwrap() = frames;
         self.fingerprint.store(fingerprint, Relaxed);
     }
@@ -351,6 +354,7 @@ thread_local! {
 /// Marks `header`'s task running on this thread until the guard drops, which marks it suspended
 /// (a wake-up during the poll makes async-task schedule it right after, which marks it
 /// scheduled again).
+#[inline]
 pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
     header.state.store(RUNNING, Relaxed);
     let prev = CURRENT.with(|c| c.replace(header));
@@ -363,6 +367,7 @@ pub(crate) struct Running<'a> {
 }
 
 impl Drop for Running<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.header.state.store(SUSPENDED, Relaxed);
         CURRENT.with(|c| c.set(self.prev));
@@ -396,6 +401,7 @@ pub fn current_task_id() -> Option<u64> {
 /// let cell = TraceCell::new(Frame::new("x", std::panic::Location::caller()));
 /// assert!(!attach(&cell)); // not inside a task
 /// ```
+#[inline]
 pub fn attach(cell: &TraceCell) -> bool {
     CURRENT.with(|c| {
         // SAFETY: as in `current_task_id`.

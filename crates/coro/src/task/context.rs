@@ -27,6 +27,7 @@ thread_local! {
 }
 
 /// Runs `f` with the current context, if any.
+#[inline]
 pub(crate) fn with_context<R>(f: impl FnOnce(Option<&Context>) -> R) -> R {
     CONTEXT.with(|c| {
         let ctx = c.get();
@@ -42,17 +43,29 @@ pub(crate) fn current_context() -> Context {
     with_context(|c| c.cloned().unwrap_or_default())
 }
 
+impl Context {
+    /// True for the context of a task with no token and no task-locals: everything that reads
+    /// the context treats it exactly as no context at all.
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.token == CancellationToken::none() && self.locals.ptr_eq(&Locals::default())
+    }
+}
+
 /// Makes `ctx` current until the guard drops, unless the current context is the same (equal
-/// token and locals), in which case there is nothing to switch and nothing to restore.
+/// token and locals, or no context and an empty one), in which case there is nothing to switch
+/// and nothing to restore.
+#[inline]
 pub(crate) fn enter_context_if_changed(ctx: &Context) -> Option<ContextGuard> {
     let same = with_context(|current| match current {
         Some(current) => current.token == ctx.token && current.locals.ptr_eq(&ctx.locals),
-        None => false,
+        None => ctx.is_empty(),
     });
     (!same).then(|| enter_context(ctx))
 }
 
 /// Makes `ctx` current until the guard drops (also on unwind).
+#[inline]
 pub(crate) fn enter_context(ctx: &Context) -> ContextGuard {
     let prev = CONTEXT.with(|c| c.replace(ctx));
     ContextGuard { prev }
@@ -63,6 +76,7 @@ pub(crate) struct ContextGuard {
 }
 
 impl Drop for ContextGuard {
+    #[inline]
     fn drop(&mut self) {
         CONTEXT.with(|c| c.set(self.prev));
     }
@@ -85,6 +99,7 @@ pub(crate) fn with_current_executor<R>(f: impl FnOnce(Option<&ExecutorHandle>) -
 }
 
 /// Makes `executor` the current executor until the guard drops.
+#[inline]
 pub(crate) fn enter_executor(executor: &ExecutorHandle) -> ExecutorGuard {
     let prev = EXECUTOR.with(|e| e.replace(executor));
     ExecutorGuard { prev }
@@ -95,6 +110,7 @@ pub(crate) struct ExecutorGuard {
 }
 
 impl Drop for ExecutorGuard {
+    #[inline]
     fn drop(&mut self) {
         EXECUTOR.with(|e| e.set(self.prev));
     }

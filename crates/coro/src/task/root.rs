@@ -54,6 +54,7 @@ impl<F: Future> Future for Root<F> {
 /// Called by a task frame that is about to return `Pending`, while it is still the innermost
 /// frame: the first such frame in a root's poll is the innermost suspension point, so it
 /// publishes the stack from there (skipped when the chain is the one already published).
+#[inline]
 pub(crate) fn publish_suspension() {
     let cell = PUBLISH_TO.with(|p| p.replace(ptr::null()));
     // SAFETY: `PUBLISH_TO` points at the `TraceCell` of the root being polled further up this

@@ -32,6 +32,7 @@ impl FrameNode {
     /// Makes this frame the innermost one, linked to the current one, until the guard drops.
     ///
     /// The node must stay in place until the guard is dropped (it is inside a pinned task).
+    #[inline]
     pub(crate) fn enter(&self) -> FrameGuard {
         let parent = CURRENT.with(|c| c.replace(self));
         self.parent.set(parent);
@@ -44,6 +45,7 @@ pub(crate) struct FrameGuard {
 }
 
 impl Drop for FrameGuard {
+    #[inline]
     fn drop(&mut self) {
         CURRENT.with(|c| c.set(self.parent));
     }
@@ -51,6 +53,7 @@ impl Drop for FrameGuard {
 
 /// A fingerprint of the chain of frames being polled on this thread: equal chains (the same
 /// frame nodes) give equal values, and it is never 0 (the "nothing published" value).
+#[inline]
 pub(crate) fn current_fingerprint() -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let mut node = CURRENT.with(Cell::get);
