@@ -22,7 +22,8 @@ pub struct PoolMetrics {
     pub workers: Vec<WorkerMetrics>,
     /// Tasks waiting in the global (injector) queue.
     pub global_queue_depth: usize,
-    /// Tasks spawned on the pool and not yet finished (blocking tasks excluded).
+    /// Tasks spawned on the pool and not yet finished (blocking tasks excluded). Counted when
+    /// the metrics are read, by looking at the pool's task list: O(tasks listed at the peak).
     pub live_tasks: usize,
     /// Workers searching for work to steal right now.
     pub searching_workers: usize,

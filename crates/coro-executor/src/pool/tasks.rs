@@ -95,8 +95,6 @@ struct Padded<T>(T);
 
 struct Shard {
     owned: Padded<Mutex<Owned>>,
-    /// Tasks listed here so far; written under the lock, read by [`TaskList::live`].
-    listed: Padded<AtomicUsize>,
     unlisting: Padded<Unlisting>,
 }
 
@@ -104,8 +102,6 @@ struct Shard {
 struct Unlisting {
     /// Slots freed by unlisters, for the owner to take whole.
     returned: AtomicPtr<Slot>,
-    /// Tasks unlisted from this shard so far.
-    unlisted: AtomicUsize,
     /// Visitors reading this shard's headers right now (they hold the lock).
     visitors: AtomicUsize,
 }
@@ -132,10 +128,8 @@ impl TaskList {
                     free: ptr::null(),
                     closed: false,
                 })),
-                listed: Padded(AtomicUsize::new(0)),
                 unlisting: Padded(Unlisting {
                     returned: AtomicPtr::new(ptr::null_mut()),
-                    unlisted: AtomicUsize::new(0),
                     visitors: AtomicUsize::new(0),
                 }),
             })
@@ -191,11 +185,7 @@ impl TaskList {
         let (waker, header, out) = make(key, value);
         // SAFETY: the slot is free (null header), so nobody else reads or writes its waker.
         slot_ref.waker.with_mut(|w| unsafe { *w = waker });
-        // Counted before the header is published, so that the unlisting count, which follows
-        // the header's publication, never runs ahead of it (see `live`).
-        let listed = &shard.listed.0;
-        listed.store(listed.load(Relaxed) + 1, Relaxed);
-        // Release: a visitor or unlister that sees the header also sees the waker and count.
+        // Release: a visitor or unlister that sees the header also sees the waker.
         slot_ref.header.store(header.as_ptr(), Release);
         Ok(out)
     }
@@ -215,7 +205,6 @@ impl TaskList {
             // A visitor may have read our header before the swap: wait until it is done.
             drop(shard.owned.0.lock().unwrap());
         }
-        unlisting.unlisted.fetch_add(1, Release);
         if header.is_null() {
             // Shutdown's `close` took the entry (and its waker); the slot is no longer used.
             return;
@@ -291,15 +280,21 @@ impl TaskList {
         );
     }
 
-    /// Tasks spawned and not yet finished or dropped.
+    /// Tasks spawned and not yet finished or dropped (nor taken by [`close`](Self::close)).
+    ///
+    /// Counted by looking at every slot, under each shard's lock: this is for metrics, which
+    /// are rare, and it spares every spawn and every exit a shared counter.
     pub(crate) fn live(&self) -> usize {
         self.shards
             .iter()
             .map(|shard| {
-                // Unlisted first: every task is listed before it is unlisted, so this order
-                // never counts more unlisted than listed.
-                let unlisted = shard.unlisting.0.unlisted.load(Acquire);
-                shard.listed.0.load(Acquire).saturating_sub(unlisted)
+                let owned = shard.owned.0.lock().unwrap();
+                (0..owned.used)
+                    .filter(|&index| {
+                        let slot = &owned.pages[index / PAGE][index % PAGE];
+                        !slot.header.load(Relaxed).is_null()
+                    })
+                    .count()
             })
             .sum()
     }
