@@ -393,16 +393,21 @@ pub fn current_task_id() -> Option<u64> {
 /// Attaches `cell` to the task being polled on this thread, for [`snapshot_tasks`] to read.
 /// Returns false outside a task spawned through an [`ExecutorHandle`](crate::ExecutorHandle).
 ///
-/// The cell must live inside that task's future: it is read until the future is dropped.
+/// # Safety
+///
+/// `cell` must stay alive and in place until the task's future is dropped: task snapshots read
+/// it, from any thread, until then. A cell that is a field of the (pinned) future being polled
+/// meets this; one on the stack, or in a box the future may drop early, does not.
 ///
 /// ```
 /// use coro_executor::trace::{Frame, TraceCell, attach};
 ///
 /// let cell = TraceCell::new(Frame::new("x", std::panic::Location::caller()));
-/// assert!(!attach(&cell)); // not inside a task
+/// // SAFETY: not inside a task, so nothing is attached.
+/// assert!(!unsafe { attach(&cell) });
 /// ```
 #[inline]
-pub fn attach(cell: &TraceCell) -> bool {
+pub unsafe fn attach(cell: &TraceCell) -> bool {
     CURRENT.with(|c| {
         // SAFETY: as in `current_task_id`.
         match unsafe { c.get().as_ref() } {

@@ -40,7 +40,9 @@ impl<F: Future> Future for Root<F> {
         // is dropped); the other fields are plain data.
         let this = unsafe { self.get_unchecked_mut() };
         if !this.attached {
-            this.attached = attach(&this.trace);
+            // SAFETY: `trace` is a field of this pinned future (see above), so it stays in place
+            // until the future is dropped.
+            this.attached = unsafe { attach(&this.trace) };
         }
         let _executor = this.executor.as_ref().map(enter_executor);
         let previous = PUBLISH_TO.with(|p| p.replace(&this.trace));
