@@ -11,12 +11,14 @@ Usage: python3 benches/ratios.py [CRITERION_DIR]
 CRITERION_DIR defaults to $CARGO_TARGET_DIR/criterion, else target/criterion at the workspace
 root (the parent of this script's directory). Python 3 standard library only.
 
-Usage: python3 benches/ratios.py --runs N [CRITERION_ARGS...]
+Usage: python3 benches/ratios.py [--features FEATURES] --runs N [CRITERION_ARGS...]
 runs the bench N times, each in a fresh process (`cargo bench -p coro-benches --bench
 rt_multi_threaded -- CRITERION_ARGS`), and prints the same table from the N runs: each time
 is the median over the runs, each ratio the median of the N per-run ratios with their range.
 On a small machine one process can sit in a slow or a fast mode for its whole life (heap
-layout, thread placement), so one run can mislead; N runs show the modes.
+layout, thread placement), so one run can mislead; N runs show the modes. After the table it
+lists each run's ratios. `--features mimalloc` runs every runtime on mimalloc instead of the
+system allocator.
 """
 
 import json
@@ -37,6 +39,8 @@ SHAPES = [
 CORO = "coro"
 CORO_TASKS = "coro_tasks"
 OTHERS = ["tokio", "async_executor"]
+# The issue's target for coro / best.
+TARGET = 0.8
 
 
 def criterion_dir() -> Path:
@@ -83,13 +87,15 @@ def ratio_cell(values) -> str:
     return f"{mid:.2f} ({min(values):.2f}–{max(values):.2f})"
 
 
-def main_runs(runs: int, criterion_args) -> int:
+def main_runs(runs: int, criterion_args, features=None) -> int:
     root = workspace_criterion_dir()
     workspace = Path(__file__).resolve().parent.parent
     times = {}
     for run in range(runs):
         print(f"run {run + 1} of {runs}...", file=sys.stderr)
-        cmd = ["cargo", "bench", "-q", "-p", "coro-benches", "--bench", "rt_multi_threaded", "--"]
+        cmd = ["cargo", "bench", "-q", "-p", "coro-benches", "--bench", "rt_multi_threaded"]
+        cmd += ["--features", features] if features else []
+        cmd += ["--"]
         subprocess.run(cmd + list(criterion_args), cwd=workspace, check=True,
                        stdout=subprocess.DEVNULL)
         for shape in SHAPES:
@@ -101,6 +107,7 @@ def main_runs(runs: int, criterion_args) -> int:
     print()
     print("| shape | coro | coro_tasks | tokio | async-executor | coro / best | coro_tasks / coro |")
     print("|---|---:|---:|---:|---:|---:|---:|")
+    per_run = []
     for shape in SHAPES:
         series = {name: times.get((shape, name), []) for name in [CORO, CORO_TASKS] + OTHERS}
         ratios, layers = [], []
@@ -115,17 +122,34 @@ def main_runs(runs: int, criterion_args) -> int:
         cells = [human(statistics.median(v)) if v else "n/a" for v in series.values()]
         cells += [ratio_cell(ratios), ratio_cell(layers)]
         print(f"| `{shape}` | " + " | ".join(cells) + " |")
+        per_run.append((shape, ratios, layers))
+    print()
+    print("Per run, in run order: coro / best; coro_tasks / coro.")
+    print()
+    for shape, ratios, layers in per_run:
+        within = sum(r <= TARGET for r in ratios)
+        print(f"- `{shape}`: " + " ".join(f"{r:.2f}" for r in ratios)
+              + f" ({within} of {len(ratios)} at most {TARGET}); "
+              + " ".join(f"{r:.2f}" for r in layers))
     return 0
 
 
 def main() -> int:
-    if len(sys.argv) > 1 and sys.argv[1] == "--runs":
-        runs = sys.argv[2] if len(sys.argv) > 2 else ""
+    args = sys.argv[1:]
+    features = None
+    if len(args) > 1 and args[0] == "--features":
+        features, args = args[1], args[2:]
+    if args and args[0] == "--runs":
+        runs = args[1] if len(args) > 1 else ""
         if not runs.isdigit() or int(runs) < 1:
             print(f"--runs needs a positive number of runs, got {runs!r}; "
                   "e.g. python3 benches/ratios.py --runs 5", file=sys.stderr)
             return 2
-        return main_runs(int(runs), sys.argv[3:])
+        return main_runs(int(runs), args[2:], features)
+    if features:
+        print("--features goes with --runs: e.g. python3 benches/ratios.py --features "
+              "mimalloc --runs 3", file=sys.stderr)
+        return 2
     root = criterion_dir()
     if not root.is_dir():
         print(f"no criterion results under {root}; run the benches first", file=sys.stderr)

@@ -8,6 +8,12 @@
 use futures::channel::oneshot;
 use std::thread;
 
+/// With the `mimalloc` feature, every bench binary (and so every runtime in it) allocates with
+/// mimalloc instead of the system allocator.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A leaked `async_executor::Executor` run by `workers` std threads, each
 /// `futures_lite::future::block_on(ex.run(..))`, until dropped: async-executor's own
 /// multi-threaded set-up, with the same thread count as the other runtimes.
