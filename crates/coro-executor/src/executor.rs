@@ -150,17 +150,41 @@ impl ExecutorHandle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        self.spawn_with(move || fut)
+    }
+
+    /// [`spawn`](Self::spawn)s the future `make` returns, made in place in the task's
+    /// allocation rather than moved there through the layers of a spawn (each of which copies a
+    /// future over 128 bytes with a `memcpy` call): for a layer above that wraps every future
+    /// it spawns, such as coro's `Task`.
+    ///
+    /// `make` runs once, on this thread, before this returns, while the executor's task list is
+    /// locked for the new entry: it must not spawn, nor block.
+    ///
+    /// ```
+    /// let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// let table = [7u64; 64];
+    /// let join = pool.handle().spawn_with(move || async move { table.iter().sum::<u64>() });
+    /// assert_eq!(futures::executor::block_on(join).unwrap(), 448);
+    /// ```
+    #[doc(hidden)]
+    pub fn spawn_with<M, F>(&self, make: M) -> JoinHandle<F::Output>
+    where
+        M: FnOnce() -> F,
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
         match &self.kind {
-            Kind::Pool(shared) => shared.spawn(fut),
+            Kind::Pool(shared) => shared.spawn_placed(make, crate::pool::Placement::Next),
             Kind::Dyn(executor) => {
                 let list = other_tasks();
-                let spawned = list.insert(crate::pool::shard_hint(), fut, |key, fut| {
+                let spawned = list.insert(crate::pool::shard_hint(), make, |key, make| {
                     let executor = executor.clone();
                     let schedule = move |runnable: Runnable| {
                         runnable.metadata().mark_scheduled();
                         executor.schedule(runnable);
                     };
-                    let (runnable, task) = task::build(key, fut, TaskHeader::new(), schedule);
+                    let (runnable, task) = task::build(key, make, TaskHeader::new(), schedule);
                     let header = std::ptr::NonNull::from(runnable.metadata());
                     (None, header, (runnable, task))
                 });
@@ -202,7 +226,9 @@ impl ExecutorHandle {
         F::Output: Send + 'static,
     {
         match &self.kind {
-            Kind::Pool(shared) => shared.spawn_placed(fut, crate::pool::Placement::Stealable),
+            Kind::Pool(shared) => {
+                shared.spawn_placed(move || fut, crate::pool::Placement::Stealable)
+            }
             Kind::Dyn(_) => self.spawn(fut),
         }
     }

@@ -11,14 +11,17 @@ use std::task::{Context, Poll};
 
 pub(crate) type RawTask<T> = async_task::Task<Result<T, Panic>, TaskHeader>;
 
-/// Builds the task for `fut`, listed in its task list under `key`.
-pub(crate) fn build<F, S>(
+/// Builds the task for the future `make` returns, listed in its task list under `key`. The
+/// future is made in the task's allocation, not moved there through the spawn's layers: a
+/// future over 128 bytes is otherwise copied by a `memcpy` call at each of them.
+pub(crate) fn build<M, F, S>(
     key: TaskKey,
-    fut: F,
+    make: M,
     header: TaskHeader,
     schedule: S,
 ) -> (Runnable<TaskHeader>, RawTask<F::Output>)
 where
+    M: FnOnce() -> F,
     F: Future + Send + 'static,
     F::Output: Send + 'static,
     S: Schedule<TaskHeader> + Send + Sync + 'static,
@@ -29,13 +32,14 @@ where
     let make = move |header: &'static TaskHeader| Tracked {
         _entry: entry,
         header,
-        future: CatchUnwind::new(fut),
+        future: CatchUnwind::new(make()),
     };
     // SAFETY: `spawn_unchecked` is used only so that the future may borrow the task's own
     // metadata (the header), which async-task keeps alive for as long as the future: it is
     // dropped with the allocation, after the future. Everything else meets `spawn`'s bounds: the
-    // future is `Send` and borrows nothing else, and the schedule function is
-    // `Send + Sync + 'static`.
+    // future is `Send` and borrows nothing else, the schedule function is
+    // `Send + Sync + 'static`, and `make` runs inside this call (async-task calls it once, at
+    // once), so it need not be `Send` or `'static`.
     unsafe {
         Builder::new()
             .metadata(header)

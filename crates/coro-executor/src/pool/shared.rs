@@ -133,22 +133,24 @@ impl Shared {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.spawn_placed(fut, Placement::Next)
+        self.spawn_placed(move || fut, Placement::Next)
     }
 
-    /// Spawns `fut`; spawned by a worker of this pool, it first goes where `placement` says.
-    pub(crate) fn spawn_placed<F>(
+    /// Spawns the future `make` returns (made in place, see [`task::build`]); spawned by a
+    /// worker of this pool, it first goes where `placement` says.
+    pub(crate) fn spawn_placed<M, F>(
         self: &Arc<Self>,
-        fut: F,
+        make: M,
         placement: Placement,
     ) -> JoinHandle<F::Output>
     where
+        M: FnOnce() -> F,
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let spawned = self.tasks.insert(worker::shard_hint(), fut, |key, fut| {
+        let spawned = self.tasks.insert(worker::shard_hint(), make, |key, make| {
             let header = TaskHeader::for_pool(self.clone());
-            let (runnable, task) = task::build(key, fut, header, WithInfo(schedule));
+            let (runnable, task) = task::build(key, make, header, WithInfo(schedule));
             let header = std::ptr::NonNull::from(runnable.metadata());
             (Some(runnable.waker()), header, (runnable, task))
         });
@@ -167,9 +169,9 @@ impl Shared {
                 }
                 JoinHandle::new(task)
             }
-            Err(fut) => {
+            Err(make) => {
                 // Shut down: the task is dropped unrun and its handle resolves Cancelled.
-                let (runnable, task) = task::build_unlisted(fut, |_| {});
+                let (runnable, task) = task::build_unlisted(make(), |_| {});
                 drop(runnable);
                 JoinHandle::new(task)
             }
