@@ -24,7 +24,7 @@ use super::children::Failure;
 use super::slot::ChildSlots;
 use crate::cancel::CancellationToken;
 use crate::task::context::{Context, current_context, enter_context};
-use crate::task::root::{spawn_root_under, without_publishing};
+use crate::task::root::{RootTrace, spawn_root, without_publishing};
 use coro_executor::loom::sync::Mutex;
 use coro_executor::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use coro_executor::{JoinError, JoinHandle, Offer, offer_while};
@@ -262,7 +262,8 @@ fn drive<S: ChildSlots>(collect: &Arc<Collect<S>>, index: usize) -> Driven {
                 &default
             }
         };
-        spawn_root_under(executor, frame, driver, collect.collect_task)
+        let parent = collect.collect_task;
+        spawn_root(executor, move || (RootTrace::under(frame, parent), driver))
     });
     Driven {
         index,

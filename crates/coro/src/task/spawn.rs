@@ -2,7 +2,7 @@
 //! current_cancellation_token.
 
 use super::context::{self, with_context};
-use super::root::{FramedRoot, spawn_root};
+use super::root::{FramedRoot, RootTrace, spawn_root};
 use super::task::{Framed, Task};
 use crate::cancel::CancellationToken;
 use coro_executor::{ExecutorHandle, JoinHandle};
@@ -51,14 +51,16 @@ where
     if let Some(task) = (&mut slot as &mut dyn Any).downcast_mut::<Option<Task<F::Output>>>() {
         let mut task = task.take().expect("just filled");
         task.capture_context();
-        let frame = task.frame().clone();
-        return spawn_root(executor, frame, task);
+        return spawn_root(executor, move || (RootTrace::new(task.frame()), task));
     }
     let fut = slot.take().expect("not taken above");
-    let mut body = Framed::new(fut, Cow::Borrowed(std::any::type_name::<F>()), location);
-    body.capture_context();
-    let frame = body.frame().clone();
-    spawn_root(executor, frame, FramedRoot(body))
+    // Made where it will live (see `spawn_root`); this runs before `spawn_root` returns, so the
+    // context captured is still the caller's.
+    spawn_root(executor, move || {
+        let mut body = Framed::new(fut, Cow::Borrowed(std::any::type_name::<F>()), location);
+        body.capture_context();
+        (RootTrace::new(body.frame()), FramedRoot(body))
+    })
 }
 
 /// Runs blocking `f` on the blocking threads of the current pool (or of the default pool), so

@@ -1,6 +1,6 @@
 //! [`TaskWithExecutor`]: a task bound to an executor (folly's `scheduleOn`).
 
-use super::root::spawn_root;
+use super::root::{RootTrace, spawn_root};
 use super::task::Task;
 use coro_executor::{ExecutorHandle, JoinError, JoinHandle};
 use std::fmt;
@@ -70,8 +70,7 @@ impl<T: Send + 'static> TaskWithExecutor<T> {
 
 fn launch<T: Send + 'static>(executor: &ExecutorHandle, mut task: Task<T>) -> JoinHandle<T> {
     task.capture_context();
-    let frame = task.frame().clone();
-    spawn_root(executor, frame, task)
+    spawn_root(executor, move || (RootTrace::new(task.frame()), task))
 }
 
 impl<T: Send + 'static> Future for TaskWithExecutor<T> {
