@@ -64,6 +64,40 @@ impl Frame {
         self.location
     }
 
+    /// Mixes what the frame shows (its name and location) into `hash`, so that a stack can be
+    /// recognised as the one already published without copying it: equal frames always mix
+    /// equally, different ones almost never do. A name that is a `&'static str` is mixed by
+    /// address and length (static text cannot change); an owned one by its text, since
+    /// another name may later be allocated at the same address.
+    ///
+    /// ```
+    /// use coro_executor::trace::Frame;
+    ///
+    /// let here = std::panic::Location::caller();
+    /// let a = Frame::new(String::from("load"), here);
+    /// let b = Frame::new(String::from("load"), here);
+    /// let c = Frame::new(String::from("save"), here);
+    /// assert_eq!(a.mix_into(1), b.mix_into(1));
+    /// assert_ne!(a.mix_into(1), c.mix_into(1));
+    /// ```
+    #[inline]
+    pub fn mix_into(&self, hash: u64) -> u64 {
+        let mut hash = mix(hash, ptr::from_ref(self.location) as usize as u64);
+        match &self.name {
+            Cow::Borrowed(name) => {
+                hash = mix(hash, name.as_ptr() as usize as u64);
+            }
+            Cow::Owned(name) => {
+                for chunk in name.as_bytes().chunks(8) {
+                    let mut word = [0; 8];
+                    word[..chunk.len()].copy_from_slice(chunk);
+                    hash = mix(hash, u64::from_le_bytes(word));
+                }
+            }
+        }
+        mix(hash, self.name.len() as u64)
+    }
+
     /// Renames the frame.
     ///
     /// ```
@@ -74,6 +108,12 @@ impl Frame {
     pub fn set_name(&mut self, name: impl Into<Cow<'static, str>>) {
         self.name = name.into();
     }
+}
+
+/// One FNV-1a step on a whole word.
+#[inline]
+fn mix(hash: u64, word: u64) -> u64 {
+    (hash ^ word).wrapping_mul(0x0100_0000_01b3)
 }
 
 impl fmt::Display for Frame {

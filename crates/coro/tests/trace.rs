@@ -127,6 +127,11 @@ mod dump {
         child.await.unwrap();
     }
 
+    #[coro::task]
+    async fn wait_again(rx: oneshot::Receiver<()>) {
+        rx.await.ok();
+    }
+
     /// Polls `dump_all` until `pred` holds for some task, or panics after 10 s.
     fn dump_until(
         what: &str,
@@ -145,6 +150,31 @@ mod dump {
             );
             std::thread::sleep(Duration::from_millis(2));
         }
+    }
+
+    #[test]
+    fn a_frame_in_the_place_of_a_finished_one_is_published_as_itself() {
+        // `wait_again` is `wait_for`'s twin: its task is allocated where `wait_for`'s just
+        // was, so a dump that recognised a chain by where its frames live alone would keep
+        // showing `wait_for`.
+        let pool = ThreadPool::new(1).unwrap();
+        let (first_tx, first_rx) = oneshot::channel();
+        let (second_tx, second_rx) = oneshot::channel();
+        let root = Task::new(async move {
+            wait_for(first_rx).await;
+            wait_again(second_rx).await;
+        })
+        .named("sequence")
+        .schedule_on(&pool)
+        .start();
+        let inner = |t: &coro::trace::TaskSnapshot, name: &str| {
+            t.name() == "sequence" && t.frames().first().map(|f| f.name()) == Some(name)
+        };
+        dump_until("the first wait", |t| inner(t, "wait_for"));
+        first_tx.send(()).unwrap();
+        dump_until("the second wait", |t| inner(t, "wait_again"));
+        second_tx.send(()).unwrap();
+        block_wait(root).unwrap();
     }
 
     #[test]

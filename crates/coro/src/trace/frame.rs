@@ -63,17 +63,14 @@ impl Drop for FrameGuard {
     }
 }
 
-/// A fingerprint of the chain of frames being polled on this thread: equal chains (the same
-/// frame nodes) give equal values, and it is never 0 (the "nothing published" value).
+/// A fingerprint of the chain of frames being polled on this thread: chains that show the same
+/// frames give equal values (different ones almost never do), and it is never 0 (the "nothing
+/// published" value). It mixes what the frames show, not where they live: a finished task's
+/// frame is often followed by a new one allocated at the same address.
 #[inline]
 pub(crate) fn current_fingerprint() -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut node = CURRENT.with(Cell::get);
-    // SAFETY: as in `walk_current`: every node on the chain is alive while it is walked.
-    while let Some(n) = unsafe { node.as_ref() } {
-        hash = (hash ^ (node as usize as u64)).wrapping_mul(0x0100_0000_01b3);
-        node = n.parent.get();
-    }
+    walk_current(|frame| hash = frame.mix_into(hash));
     hash | 1
 }
 
