@@ -11,6 +11,7 @@ use crate::loom::sync::Mutex;
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::fmt;
+use std::num::NonZeroU64;
 use std::panic::Location;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, Ordering::*};
@@ -249,7 +250,11 @@ impl TaskHeader {
         let (name, parent, frames) = match unsafe { cell.as_ref() } {
             Some(cell) => {
                 let frames = cell.frames.lock().unwrap().clone();
-                (Some(cell.root.name.clone()), cell.parent, frames)
+                (
+                    Some(cell.root.name.clone()),
+                    cell.parent.map(NonZeroU64::get),
+                    frames,
+                )
             }
             None => (None, None, Vec::new()),
         };
@@ -302,7 +307,8 @@ fn next_id() -> u64 {
 /// ```
 pub struct TraceCell {
     root: Frame,
-    parent: Option<u64>,
+    /// Task ids start at 1, so the niche keeps this at 8 bytes: the cell is in every task.
+    parent: Option<NonZeroU64>,
     frames: Mutex<Vec<Frame>>,
     fingerprint: AtomicU64,
 }
@@ -320,7 +326,7 @@ impl TraceCell {
     pub fn new(root: Frame) -> Self {
         TraceCell {
             root,
-            parent: current_task_id(),
+            parent: current_task_id().and_then(NonZeroU64::new),
             frames: Mutex::new(Vec::new()),
             fingerprint: AtomicU64::new(0),
         }
@@ -328,7 +334,8 @@ impl TraceCell {
 
     /// A cell like [`new`](Self::new)'s, whose parent in snapshots is `parent` instead of the
     /// task running on this thread: for a task spawned on behalf of another one (a helper that
-    /// a helper spawns for the same collect belongs under the collect's task).
+    /// a helper spawns for the same collect belongs under the collect's task). Task ids start
+    /// at 1, so `Some(0)` means no parent, as `None` does.
     ///
     /// ```
     /// use coro_executor::trace::{Frame, TraceCell};
@@ -338,7 +345,7 @@ impl TraceCell {
     /// ```
     pub fn with_parent(root: Frame, parent: Option<u64>) -> Self {
         TraceCell {
-            parent,
+            parent: parent.and_then(NonZeroU64::new),
             ..TraceCell::new(root)
         }
     }
@@ -372,6 +379,7 @@ impl TraceCell {
         }
     }
 
+    #[inline(never)]
     fn store(&self, fingerprint: u64, frames: Vec<Frame>) {
         *self.frames.lock().unwrap() = frames;
         self.fingerprint.store(fingerprint, Relaxed);

@@ -106,9 +106,9 @@ mod traced {
     impl RootTrace {
         /// The trace of a task whose outermost frame is `frame`, spawned by the task running
         /// on this thread (its parent in dumps).
-        pub(crate) fn new(frame: &Frame) -> RootTrace {
+        pub(crate) fn new(frame: Frame) -> RootTrace {
             RootTrace {
-                cell: TraceCell::new(frame.clone()),
+                cell: TraceCell::new(frame),
                 attached: false,
             }
         }
@@ -158,12 +158,17 @@ mod traced {
         // this thread's stack (set and restored, also on unwind, around that poll), which is
         // alive and pinned.
         if let Some(cell) = unsafe { cell.as_ref() } {
-            cell.publish(current_fingerprint(), || {
-                let mut frames = Vec::new();
-                walk_current(|f| frames.push(f.clone()));
-                frames
-            });
+            cell.publish(current_fingerprint(), current_frames);
         }
+    }
+
+    /// Copies the stack being polled on this thread: out of line, as it is only needed when the
+    /// stack changed, and inlined it would bloat every task's poll.
+    #[inline(never)]
+    fn current_frames() -> Vec<Frame> {
+        let mut frames = Vec::new();
+        walk_current(|f| frames.push(f.clone()));
+        frames
     }
 
     /// Runs `f`, an inline poll of a child that will move to a task of its own if it suspends,
@@ -191,7 +196,7 @@ mod untraced {
     pub(crate) struct Publishing;
 
     impl RootTrace {
-        pub(crate) fn new(_frame: &Frame) -> RootTrace {
+        pub(crate) fn new(_frame: Frame) -> RootTrace {
             RootTrace
         }
 
@@ -225,7 +230,7 @@ mod tests {
         let frame = Frame::new("panics", Location::caller());
         let mut root = Box::pin(Root {
             executor: None,
-            trace: RootTrace::new(&frame),
+            trace: RootTrace::new(frame),
             body: async { panic!("the body panics") },
         });
         let mut cx = Context::from_waker(Waker::noop());

@@ -70,7 +70,9 @@ impl<T: Send + 'static> TaskWithExecutor<T> {
 
 fn launch<T: Send + 'static>(executor: &ExecutorHandle, mut task: Task<T>) -> JoinHandle<T> {
     task.capture_context();
-    spawn_root(executor, move || (RootTrace::new(task.frame()), task))
+    spawn_root(executor, move || {
+        (RootTrace::new(task.frame().clone()), task)
+    })
 }
 
 impl<T: Send + 'static> Future for TaskWithExecutor<T> {
