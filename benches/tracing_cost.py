@@ -3,6 +3,7 @@
 benches built with `--cfg coro_untraced` (tracing compiled out), in alternating processes.
 
 Usage: python3 benches/tracing_cost.py --runs N [CRITERION_ARGS...]
+       python3 benches/tracing_cost.py --instructions
 
 Each of the N rounds runs, in two fresh processes, first the traced build and then the
 untraced one (in its own target directory, `target/untraced`, so neither rebuilds the other):
@@ -10,6 +11,13 @@ untraced one (in its own target directory, `target/untraced`, so neither rebuild
 and Task-layer functions only) and `--bench task_chain -- coro_task CRITERION_ARGS`. It then
 prints, for every coro function, the median time traced and untraced and the median of the N
 per-round ratios traced / untraced with their range: the cost of tracing, 1.00 being free.
+
+With `--instructions` it instead counts instructions, which do not vary from run to run as
+times do on a small shared machine: it builds `benches/examples/tracing_instructions.rs` both
+ways and runs each shape under `valgrind --tool=cachegrind` for 1 and for 3 rounds, so that
+the difference, divided by the operations in two rounds, is the count per operation without
+the process's start and end. It prints, per shape, instructions per operation traced and
+untraced and their ratio. Needs valgrind.
 
 The untraced build exists only for this measurement: it is the same code with the frame links,
 trace cells, stack publication and task states left out, and it is not a supported
@@ -56,11 +64,60 @@ def run_once(untraced: bool, criterion_args) -> dict:
     return times
 
 
+# (shape of examples/tracing_instructions.rs, operations per round, what one operation is)
+INSTRUCTION_SHAPES = [
+    ("spawn", 1_000, "spawn and await an empty task"),
+    ("yield", 10_000, "one yield: wake, requeue, poll"),
+    ("chain", 1_000, "one level of a synchronous Task chain"),
+    ("chain_suspending", 1_000, "one level of a Task chain that suspends once"),
+]
+
+
+def instructions(untraced: bool, shape: str, rounds: int) -> int:
+    env = dict(os.environ)
+    env["CARGO_TARGET_DIR"] = str(target_dir(untraced))
+    if untraced:
+        env["RUSTFLAGS"] = (env.get("RUSTFLAGS", "") + " --cfg coro_untraced").strip()
+    binary = target_dir(untraced) / "release" / "examples" / "tracing_instructions"
+    cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+           str(binary), shape, str(rounds)]
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stderr
+    for line in out.splitlines():
+        if "I   refs:" in line or "I refs:" in line:
+            return int(line.split(":")[-1].strip().replace(",", ""))
+    raise RuntimeError(f"no instruction count in valgrind's output:\n{out}")
+
+
+def count_instructions() -> int:
+    for untraced in (False, True):
+        env = dict(os.environ)
+        env["CARGO_TARGET_DIR"] = str(target_dir(untraced))
+        if untraced:
+            env["RUSTFLAGS"] = (env.get("RUSTFLAGS", "") + " --cfg coro_untraced").strip()
+        subprocess.run(["cargo", "build", "-q", "--release", "-p", "coro-benches", "--example",
+                        "tracing_instructions"], cwd=WORKSPACE, env=env, check=True)
+    print("Instructions per operation (valgrind cachegrind; (3 rounds - 1 round) / 2 rounds).")
+    print()
+    print("| shape | one operation | traced | untraced | traced / untraced |")
+    print("|---|---|---:|---:|---:|")
+    for shape, ops, what in INSTRUCTION_SHAPES:
+        per_op = []
+        for untraced in (False, True):
+            delta = instructions(untraced, shape, 3) - instructions(untraced, shape, 1)
+            per_op.append(delta / (2 * ops))
+        traced, untraced = per_op
+        print(f"| `{shape}` | {what} | {traced:.0f} | {untraced:.0f} | {traced / untraced:.2f} |")
+    return 0
+
+
 def main() -> int:
     args = sys.argv[1:]
+    if args == ["--instructions"]:
+        return count_instructions()
     runs = args[1] if len(args) > 1 and args[0] == "--runs" else ""
     if not runs.isdigit() or int(runs) < 1:
-        print("usage: python3 benches/tracing_cost.py --runs N [CRITERION_ARGS...], N > 0; "
+        print("usage: python3 benches/tracing_cost.py --runs N [CRITERION_ARGS...], N > 0, "
+              "or --instructions; "
               "e.g. python3 benches/tracing_cost.py --runs 3 --warm-up-time 0.5 "
               "--measurement-time 1.5", file=sys.stderr)
         return 2

@@ -1,0 +1,92 @@
+//! Single-threaded workloads whose instruction counts `benches/tracing_cost.py --instructions`
+//! compares between the traced build and the `--cfg coro_untraced` one, under valgrind.
+//!
+//! Usage: `tracing_instructions SHAPE ROUNDS`. Everything runs inside one `coro::block_wait` on
+//! the calling thread (no pool, so no worker spinning or stealing), which makes the count the
+//! same from run to run: what tracing adds per operation, without the scheduling noise that
+//! wall-clock ratios carry on a 2-core machine.
+//!
+//! | shape | one round | operations |
+//! |---|---|---|
+//! | `spawn` | `coro::spawn` 1,000 empty tasks, then await each handle | 1,000 spawns |
+//! | `yield` | spawn 100 tasks that each `coro::yield_now()` 100 times, await them | 10,000 polls |
+//! | `chain` | await a chain of 1,000 nested `Task`s that completes synchronously | 1,000 levels |
+//! | `chain_suspending` | the same chain, its innermost level yields once | 1,000 levels |
+
+use coro::Task;
+
+/// Operations per round, by shape (the unit `tracing_cost.py` divides by).
+const SHAPES: [(&str, u64); 4] = [
+    ("spawn", 1_000),
+    ("yield", 10_000),
+    ("chain", 1_000),
+    ("chain_suspending", 1_000),
+];
+
+fn chain(depth: u32, suspend: bool) -> Task<u32> {
+    Task::new(async move {
+        if depth == 0 {
+            if suspend {
+                coro::yield_now().await;
+            }
+            0
+        } else {
+            chain(depth - 1, suspend).await + 1
+        }
+    })
+}
+
+async fn round(shape: &str) {
+    match shape {
+        "spawn" => {
+            let handles: Vec<_> = (0..1_000).map(|_| coro::spawn(async {})).collect();
+            for handle in handles {
+                handle.await.expect("an empty task cannot fail");
+            }
+        }
+        "yield" => {
+            let handles: Vec<_> = (0..100)
+                .map(|_| {
+                    coro::spawn(async {
+                        for _ in 0..100 {
+                            coro::yield_now().await;
+                        }
+                    })
+                })
+                .collect();
+            for handle in handles {
+                handle.await.expect("a yielding task cannot fail");
+            }
+        }
+        "chain" | "chain_suspending" => {
+            let levels = chain(999, shape == "chain_suspending").await;
+            assert_eq!(levels, 999);
+        }
+        _ => unreachable!("checked in main"),
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let usage = || -> ! {
+        let names: Vec<_> = SHAPES.iter().map(|(name, _)| *name).collect();
+        eprintln!(
+            "usage: tracing_instructions SHAPE ROUNDS, SHAPE one of {}",
+            names.join(", ")
+        );
+        std::process::exit(2)
+    };
+    let shape = args.next().unwrap_or_else(|| usage());
+    if !SHAPES.iter().any(|(name, _)| *name == shape) {
+        usage();
+    }
+    let rounds: u32 = args
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| usage());
+    coro::block_wait(Task::new(async move {
+        for _ in 0..rounds {
+            round(&shape).await;
+        }
+    }));
+}
