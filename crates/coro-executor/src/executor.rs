@@ -159,7 +159,8 @@ impl ExecutorHandle {
     /// it spawns, such as coro's `Task`.
     ///
     /// `make` runs once, on this thread, before this returns, while the executor's task list is
-    /// locked for the new entry: it must not spawn, nor block.
+    /// locked for the new entry: it must not spawn, nor block, and a panic in it aborts the
+    /// process (async-task cannot unwind out of a half-built task).
     ///
     /// ```
     /// let pool = coro_executor::ThreadPool::new(1).unwrap();
