@@ -47,11 +47,17 @@ def target_dir(untraced: bool) -> Path:
     return base / "untraced" if untraced else base
 
 
-def run_once(untraced: bool, criterion_args) -> dict:
+def cargo_env(untraced: bool) -> dict:
+    """The environment that builds the traced or the untraced benches in their own target."""
     env = dict(os.environ)
     env["CARGO_TARGET_DIR"] = str(target_dir(untraced))
     if untraced:
         env["RUSTFLAGS"] = (env.get("RUSTFLAGS", "") + " --cfg coro_untraced").strip()
+    return env
+
+
+def run_once(untraced: bool, criterion_args) -> dict:
+    env = cargo_env(untraced)
     times = {}
     for bench, filter_, functions in BENCHES:
         cmd = ["cargo", "bench", "-q", "-p", "coro-benches", "--bench", bench, "--", filter_]
@@ -74,14 +80,10 @@ INSTRUCTION_SHAPES = [
 
 
 def instructions(untraced: bool, shape: str, rounds: int) -> int:
-    env = dict(os.environ)
-    env["CARGO_TARGET_DIR"] = str(target_dir(untraced))
-    if untraced:
-        env["RUSTFLAGS"] = (env.get("RUSTFLAGS", "") + " --cfg coro_untraced").strip()
     binary = target_dir(untraced) / "release" / "examples" / "tracing_instructions"
     cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
            str(binary), shape, str(rounds)]
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stderr
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stderr
     for line in out.splitlines():
         if "I   refs:" in line or "I refs:" in line:
             return int(line.split(":")[-1].strip().replace(",", ""))
@@ -90,10 +92,7 @@ def instructions(untraced: bool, shape: str, rounds: int) -> int:
 
 def count_instructions() -> int:
     for untraced in (False, True):
-        env = dict(os.environ)
-        env["CARGO_TARGET_DIR"] = str(target_dir(untraced))
-        if untraced:
-            env["RUSTFLAGS"] = (env.get("RUSTFLAGS", "") + " --cfg coro_untraced").strip()
+        env = cargo_env(untraced)
         subprocess.run(["cargo", "build", "-q", "--release", "-p", "coro-benches", "--example",
                         "tracing_instructions"], cwd=WORKSPACE, env=env, check=True)
     print("Instructions per operation (valgrind cachegrind; (3 rounds - 1 round) / 2 rounds).")
