@@ -110,6 +110,7 @@ mod dump {
     use coro::executor::ManualExecutor;
     use coro::trace::{TaskState, dump_all};
     use coro::{Task, ThreadPool, block_wait};
+    use futures::FutureExt;
     use futures::channel::oneshot;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, mpsc};
@@ -175,6 +176,113 @@ mod dump {
         dump_until("the second wait", |t| inner(t, "wait_again"));
         second_tx.send(()).unwrap();
         block_wait(root).unwrap();
+    }
+
+    /// The frame names of the stack where the task named `task` waits, innermost first, after
+    /// running `manual` until it is idle.
+    fn waits_in(manual: &ManualExecutor, task: &str) -> Vec<String> {
+        manual.run_until_idle();
+        let dump = dump_all();
+        let found = dump.tasks().iter().find(|t| t.name() == task);
+        let found = found.unwrap_or_else(|| panic!("{task} is not listed in:\n{dump}"));
+        found.frames().iter().map(|f| f.name().to_owned()).collect()
+    }
+
+    /// A task waiting for `first`, then for `second`.
+    #[coro::task]
+    async fn wait_twice(first: oneshot::Receiver<()>, second: oneshot::Receiver<()>) {
+        first.await.ok();
+        second.await.ok();
+    }
+
+    /// Polls `task` once, in the task calling this.
+    async fn poll_once(task: &mut Task<()>) {
+        futures::future::poll_fn(|cx| {
+            let _ = task.poll_unpin(cx);
+            std::task::Poll::Ready(())
+        })
+        .await;
+    }
+
+    // The next three tests each suspend twice in the same frame, in a stack that changed in
+    // between without that frame changing: the dump must show the new stack, not the first.
+
+    #[test]
+    #[allow(clippy::async_yields_async)] // handing the unfinished task on is the point
+    fn a_task_handed_to_another_awaiter_is_published_under_it() {
+        let manual = ManualExecutor::new();
+        let (first_tx, first_rx) = oneshot::channel();
+        let (second_tx, second_rx) = oneshot::channel();
+        let mover = Task::new(async move {
+            let child = Task::new(async move {
+                let mut child = wait_twice(first_rx, second_rx);
+                poll_once(&mut child).await;
+                coro::yield_now().await; // suspended in `child` first, under `lender`
+                child
+            })
+            .named("lender")
+            .await;
+            child.await;
+        })
+        .named("mover")
+        .schedule_on(manual.handle())
+        .start();
+        assert_eq!(waits_in(&manual, "mover"), ["wait_twice", "mover"]);
+        drop((first_tx, second_tx));
+        manual.run_until_idle();
+        block_wait(mover).unwrap();
+    }
+
+    #[test]
+    #[allow(clippy::async_yields_async)] // handing the unfinished task on is the point
+    fn a_task_handed_over_within_one_poll_is_published_under_its_new_awaiter_next_time() {
+        let manual = ManualExecutor::new();
+        let (first_tx, first_rx) = oneshot::channel();
+        let (second_tx, second_rx) = oneshot::channel();
+        let mover = Task::new(async move {
+            let child = Task::new(async move {
+                let mut child = wait_twice(first_rx, second_rx);
+                poll_once(&mut child).await;
+                child
+            })
+            .named("lender")
+            .await;
+            child.await;
+        })
+        .named("handover")
+        .schedule_on(manual.handle())
+        .start();
+        // One publication per poll, at the first suspension: this poll's was under `lender`.
+        assert_eq!(
+            waits_in(&manual, "handover"),
+            ["wait_twice", "lender", "handover"]
+        );
+        first_tx.send(()).unwrap();
+        assert_eq!(waits_in(&manual, "handover"), ["wait_twice", "handover"]);
+        drop(second_tx);
+        manual.run_until_idle();
+        block_wait(mover).unwrap();
+    }
+
+    #[test]
+    fn a_task_renamed_after_it_suspended_is_published_with_its_new_name() {
+        let manual = ManualExecutor::new();
+        let (first_tx, first_rx) = oneshot::channel();
+        let (second_tx, second_rx) = oneshot::channel();
+        let renamer = Task::new(async move {
+            let mut child = wait_twice(first_rx, second_rx);
+            poll_once(&mut child).await;
+            let child = child.named("renamed");
+            coro::yield_now().await;
+            child.await;
+        })
+        .named("renamer")
+        .schedule_on(manual.handle())
+        .start();
+        assert_eq!(waits_in(&manual, "renamer"), ["renamed", "renamer"]);
+        drop((first_tx, second_tx));
+        manual.run_until_idle();
+        block_wait(renamer).unwrap();
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 #[cfg(not(coro_untraced))]
-pub(crate) use traced::{RootTrace, publish_suspension, without_publishing};
+pub(crate) use traced::{RootTrace, note_relinked, publish_suspension, without_publishing};
 #[cfg(coro_untraced)]
 pub(crate) use untraced::{RootTrace, publish_suspension, without_publishing};
 
@@ -85,22 +85,44 @@ impl<F: Future> Future for FramedRoot<F> {
 
 #[cfg(not(coro_untraced))]
 mod traced {
-    use crate::trace::frame::{Frame, current_fingerprint, walk_current};
+    use crate::trace::frame::{Frame, FrameNode, current_fingerprint, inside_frame, walk_current};
     use coro_executor::trace::{TraceCell, attach};
     use std::cell::Cell;
     use std::pin::Pin;
     use std::ptr;
 
     thread_local! {
-        /// The trace cell of the root being polled here, until the innermost suspending frame
-        /// has published its stack for this poll (then null).
-        static PUBLISH_TO: Cell<*const TraceCell> = const { Cell::new(ptr::null()) };
+        /// Where a suspension on this thread publishes its stack: the address of the
+        /// [`RootTrace`] of the root being polled here, until the innermost suspending frame
+        /// has published (then 0); or'ed with [`RELINKED`] once a frame has been entered under
+        /// another awaiter than at its previous poll, which may have changed the stack.
+        static PUBLISH_TO: Cell<usize> = const { Cell::new(0) };
     }
 
+    /// The bit of [`PUBLISH_TO`] that says a frame was relinked (a `RootTrace` is aligned to
+    /// 8, so its address never has it).
+    const RELINKED: usize = 1;
+
+    /// [`RootTrace::last`] when the next suspension must look at the whole stack.
+    const UNKNOWN: usize = 0;
+    /// [`RootTrace::last`] before the first poll, which attaches the cell.
+    const UNATTACHED: usize = 1;
+
     /// A root task's trace cell, attached to its executor task on the first poll.
+    ///
+    /// Most suspensions happen where the previous one did, in the same frames; recognising
+    /// that is what keeps tracing cheap. The stack cannot have changed when the innermost
+    /// suspending frame is the one last published and no frame was entered under another
+    /// awaiter than at its previous poll: every frame on the stack is entered in each poll, a
+    /// frame that is new (even at a finished one's address) or renamed counts as relinked,
+    /// and the innermost frame and its chain of awaiters then are what they were. Otherwise
+    /// the cell compares the stack's content with what it holds, and copies it only if it
+    /// differs.
     pub(crate) struct RootTrace {
         cell: TraceCell,
-        attached: bool,
+        /// The address of the innermost frame of the stack last published, if nothing since
+        /// can have changed it; else [`UNKNOWN`] (or [`UNATTACHED`]).
+        last: Cell<usize>,
     }
 
     impl RootTrace {
@@ -109,7 +131,7 @@ mod traced {
         pub(crate) fn new(frame: Frame) -> RootTrace {
             RootTrace {
                 cell: TraceCell::new(frame),
-                attached: false,
+                last: Cell::new(UNATTACHED),
             }
         }
 
@@ -117,48 +139,93 @@ mod traced {
         pub(crate) fn under(frame: Frame, parent: Option<u64>) -> RootTrace {
             RootTrace {
                 cell: TraceCell::with_parent(frame, parent),
-                attached: false,
+                last: Cell::new(UNATTACHED),
             }
         }
 
-        /// Attaches the cell (first poll) and makes it where this poll's suspension publishes,
-        /// until the guard drops, also on unwind: a panicking body must not leave this thread
-        /// pointing at a cell that is about to be freed.
+        /// Attaches the cell (first poll) and makes this root where this poll's suspension
+        /// publishes, until the guard drops, also on unwind: a panicking body must not leave
+        /// this thread pointing at a root that is about to be freed.
         #[inline]
-        pub(crate) fn enter(self: Pin<&mut Self>) -> Publishing {
-            // SAFETY: only `attached` is written; `cell` stays in place.
-            let this = unsafe { self.get_unchecked_mut() };
-            if !this.attached {
-                // SAFETY: `cell` is pinned inside the root future (see `Root::poll`), so it
-                // stays in place until the future is dropped.
-                this.attached = unsafe { attach(&this.cell) };
+        pub(crate) fn enter(self: Pin<&mut Self>) -> Publishing<'_> {
+            let this = self.into_ref().get_ref();
+            if this.last.get() == UNATTACHED {
+                this.attach();
             }
-            Publishing(PUBLISH_TO.with(|p| p.replace(&this.cell)))
+            // A root polled inside another task's poll (by an inline executor) has that task's
+            // frames on its stack too, and those may have changed without any of its own
+            // being relinked.
+            let relinked = if inside_frame() { RELINKED } else { 0 };
+            let target = ptr::from_ref(this) as usize | relinked;
+            Publishing {
+                prev: PUBLISH_TO.with(|p| p.replace(target)),
+                root: this,
+            }
+        }
+
+        #[inline]
+        fn attach(&self) {
+            // SAFETY: `cell` is pinned inside the root future (see `Root::poll`), so it stays
+            // in place until the future is dropped. (It is polled inside the executor task it
+            // was spawned as, so there is a task to attach to; a root polled by hand, in a
+            // unit test, just has none.)
+            unsafe { attach(&self.cell) };
+            self.last.set(UNKNOWN);
+        }
+
+        /// Publishes the stack whose innermost frame is `innermost`, being polled on this
+        /// thread, unless its content is what the cell holds already.
+        #[inline(never)]
+        fn publish(&self, innermost: usize) {
+            self.last.set(innermost);
+            self.cell.publish(current_fingerprint(), current_frames);
         }
     }
 
     /// Restores the previous publication target when a root's poll ends.
-    pub(crate) struct Publishing(*const TraceCell);
+    pub(crate) struct Publishing<'a> {
+        prev: usize,
+        root: &'a RootTrace,
+    }
 
-    impl Drop for Publishing {
+    impl Drop for Publishing<'_> {
         #[inline]
         fn drop(&mut self) {
-            PUBLISH_TO.with(|p| p.set(self.0));
+            let target = PUBLISH_TO.with(|p| p.replace(self.prev));
+            if target & RELINKED != 0 {
+                // Relinked after this poll published (a frame at the address of one that
+                // finished during the poll): the published stack may be stale, so the next
+                // suspension must not trust `last`.
+                self.root.last.set(UNKNOWN);
+            }
         }
+    }
+
+    /// Called by [`FrameNode::enter`] when the frame is entered under another awaiter than at
+    /// its previous poll (or for the first time).
+    #[inline]
+    pub(crate) fn note_relinked() {
+        PUBLISH_TO.with(|p| p.set(p.get() | RELINKED));
     }
 
     /// Called by a task frame that is about to return `Pending`, while it is still the
     /// innermost frame: the first such frame in a root's poll is the innermost suspension
-    /// point, so it publishes the stack from there (skipped when the chain is the one already
-    /// published).
+    /// point, so it publishes the stack from there, unless the stack cannot have changed since
+    /// the last publication (see [`RootTrace`]).
     #[inline]
-    pub(crate) fn publish_suspension() {
-        let cell = PUBLISH_TO.with(|p| p.replace(ptr::null()));
-        // SAFETY: `PUBLISH_TO` points at the `TraceCell` of the root being polled further up
-        // this thread's stack (set and restored, also on unwind, around that poll), which is
-        // alive and pinned.
-        if let Some(cell) = unsafe { cell.as_ref() } {
-            cell.publish(current_fingerprint(), current_frames);
+    pub(crate) fn publish_suspension(innermost: &FrameNode) {
+        let target = PUBLISH_TO.with(Cell::get);
+        if target <= RELINKED {
+            return; // no root here, publication off, or done for this poll
+        }
+        PUBLISH_TO.with(|p| p.set(0));
+        let node = ptr::from_ref(innermost) as usize;
+        // SAFETY: `PUBLISH_TO` holds the address of the `RootTrace` of the root being polled
+        // further up this thread's stack (set and restored, also on unwind, around that poll),
+        // which is alive and pinned.
+        let root = unsafe { &*((target & !RELINKED) as *const RootTrace) };
+        if target & RELINKED != 0 || root.last.get() != node {
+            root.publish(node);
         }
     }
 
@@ -174,14 +241,21 @@ mod traced {
     /// Runs `f`, an inline poll of a child that will move to a task of its own if it suspends,
     /// with publication off: the child's suspension is not where the root waits, so it must not
     /// publish its stack as the root's, nor use up the root's one publication of this poll.
+    /// (Frames relinked inside are the child's, which is not on the root's stack afterwards.)
     pub(crate) fn without_publishing<R>(f: impl FnOnce() -> R) -> R {
-        let _restore = Publishing(PUBLISH_TO.with(|p| p.replace(ptr::null())));
+        struct Restore(usize);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                PUBLISH_TO.with(|p| p.set(self.0));
+            }
+        }
+        let _restore = Restore(PUBLISH_TO.with(|p| p.replace(0)));
         f()
     }
 
     #[cfg(test)]
-    pub(super) fn publish_target() -> *const TraceCell {
-        PUBLISH_TO.with(Cell::get)
+    pub(super) fn publish_target() -> usize {
+        PUBLISH_TO.with(Cell::get) & !RELINKED
     }
 }
 
@@ -211,7 +285,7 @@ mod untraced {
     }
 
     #[inline]
-    pub(crate) fn publish_suspension() {}
+    pub(crate) fn publish_suspension(_innermost: &crate::trace::frame::FrameNode) {}
 
     pub(crate) fn without_publishing<R>(f: impl FnOnce() -> R) -> R {
         f()
@@ -238,7 +312,7 @@ mod tests {
         assert!(polled.is_err());
         drop(root);
         assert!(
-            traced::publish_target().is_null(),
+            traced::publish_target() == 0,
             "a later suspension on this thread would publish into the freed root"
         );
     }

@@ -122,7 +122,7 @@ impl<T: Send + 'static> Task<T> {
     /// assert_eq!(name, "load_profile");
     /// ```
     pub fn named(mut self, name: impl Into<Cow<'static, str>>) -> Task<T> {
-        self.inner_mut().frame.frame.set_name(name.into());
+        self.inner_mut().frame.set_name(name.into());
         self
     }
 
@@ -289,7 +289,7 @@ pub(crate) fn poll_in_frame<F: Future + ?Sized>(
     if poll.is_pending() {
         // Still the innermost frame here: if nothing deeper suspended, this is where the task
         // waits.
-        super::root::publish_suspension();
+        super::root::publish_suspension(frame);
     }
     poll
 }

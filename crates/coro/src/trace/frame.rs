@@ -6,14 +6,15 @@ use std::ptr;
 
 /// A frame as it lives inside a task, with the link to its awaiter's frame. The link is set
 /// each time the task is polled, and only read on the polling thread while every frame on the
-/// chain is being polled (so alive and pinned).
+/// chain is being polled (so alive and pinned). Setting it to another value than at the
+/// previous poll tells the root's publication that the stack may have changed.
 pub(crate) struct FrameNode {
     pub(crate) frame: Frame,
     parent: Cell<*const FrameNode>,
 }
 
 // SAFETY: `parent` is written and read only on the thread polling the task, during that poll
-// (see `enter`); between polls it is a stale value that nothing dereferences. The rest is Send.
+// (see `enter`); between polls it is a stale value that is only compared, never dereferenced. The rest is Send.
 unsafe impl Send for FrameNode {}
 
 thread_local! {
@@ -21,12 +22,23 @@ thread_local! {
     static CURRENT: Cell<*const FrameNode> = const { Cell::new(ptr::null()) };
 }
 
+/// The link of a frame not entered since it was made or renamed: no frame lives at this
+/// address (it is below any allocation), and `CURRENT` is never it, so the next entry always
+/// counts as relinked.
+const UNLINKED: *const FrameNode = ptr::dangling();
+
 impl FrameNode {
     pub(crate) fn new(frame: Frame) -> Self {
         FrameNode {
             frame,
-            parent: Cell::new(ptr::null()),
+            parent: Cell::new(UNLINKED),
         }
+    }
+
+    /// Renames the frame; its next entry counts as relinked, so the new name gets published.
+    pub(crate) fn set_name(&mut self, name: std::borrow::Cow<'static, str>) {
+        self.frame.set_name(name);
+        self.parent.set(UNLINKED);
     }
 
     /// Makes this frame the innermost one, linked to the current one, until the guard drops.
@@ -36,7 +48,10 @@ impl FrameNode {
     #[cfg(not(coro_untraced))]
     pub(crate) fn enter(&self) -> FrameGuard {
         let parent = CURRENT.with(|c| c.replace(self));
-        self.parent.set(parent);
+        if self.parent.get() != parent {
+            self.parent.set(parent);
+            crate::task::root::note_relinked();
+        }
         FrameGuard { parent }
     }
 
@@ -61,6 +76,12 @@ impl Drop for FrameGuard {
     fn drop(&mut self) {
         CURRENT.with(|c| c.set(self.parent));
     }
+}
+
+/// Whether a frame is being polled on this thread.
+#[inline]
+pub(crate) fn inside_frame() -> bool {
+    !CURRENT.with(Cell::get).is_null()
 }
 
 /// A fingerprint of the chain of frames being polled on this thread: chains that show the same
