@@ -76,6 +76,8 @@ INSTRUCTION_SHAPES = [
     ("yield", 10_000, "one yield: wake, requeue, poll"),
     ("chain", 1_000, "one level of a synchronous Task chain"),
     ("chain_suspending", 1_000, "one level of a Task chain that suspends once"),
+    ("engine_spawn", 1_000, "spawn and await an empty future on the executor itself"),
+    ("engine_yield", 10_000, "one yield of a future on the executor itself"),
 ]
 
 

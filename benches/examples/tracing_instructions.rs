@@ -12,15 +12,23 @@
 //! | `yield` | spawn 100 tasks that each `coro::yield_now()` 100 times, await them | 10,000 polls |
 //! | `chain` | await a chain of 1,000 nested `Task`s that completes synchronously | 1,000 levels |
 //! | `chain_suspending` | the same chain, its innermost level yields once | 1,000 levels |
+//! | `engine_spawn` | `spawn`, as `spawn` does, on the executor itself (plain futures) | 1,000 spawns |
+//! | `engine_yield` | `yield`, as `yield` does, on the executor itself (plain futures) | 10,000 polls |
+//!
+//! The `engine_` shapes go through `ExecutorHandle::spawn`, without coro's Task layer: what
+//! tracing costs the executor alone (task states and the current task; the task list is there
+//! in both builds, as dumps and metrics need it).
 
 use coro::Task;
 
 /// Operations per round, by shape (the unit `tracing_cost.py` divides by).
-const SHAPES: [(&str, u64); 4] = [
+const SHAPES: [(&str, u64); 6] = [
     ("spawn", 1_000),
     ("yield", 10_000),
     ("chain", 1_000),
     ("chain_suspending", 1_000),
+    ("engine_spawn", 1_000),
+    ("engine_yield", 10_000),
 ];
 
 fn chain(depth: u32, suspend: bool) -> Task<u32> {
@@ -50,6 +58,28 @@ async fn round(shape: &str) {
                     coro::spawn(async {
                         for _ in 0..100 {
                             coro::yield_now().await;
+                        }
+                    })
+                })
+                .collect();
+            for handle in handles {
+                handle.await.expect("a yielding task cannot fail");
+            }
+        }
+        "engine_spawn" => {
+            let executor = coro::current_executor().expect("inside block_wait");
+            let handles: Vec<_> = (0..1_000).map(|_| executor.spawn(async {})).collect();
+            for handle in handles {
+                handle.await.expect("an empty task cannot fail");
+            }
+        }
+        "engine_yield" => {
+            let executor = coro::current_executor().expect("inside block_wait");
+            let handles: Vec<_> = (0..100)
+                .map(|_| {
+                    executor.spawn(async {
+                        for _ in 0..100 {
+                            coro::executor::yield_now().await;
                         }
                     })
                 })
