@@ -292,3 +292,20 @@ fn a_recursive_chain_of_ten_thousand_async_tasks_works_on_a_worker() {
     let p = pool("deep", 1);
     assert_eq!(block_wait(recurse(10_000).schedule_on(&p)), 10_000);
 }
+
+#[test]
+#[should_panic(expected = "already awaited to completion")]
+fn starting_a_task_after_awaiting_it_to_completion_says_so() {
+    use futures::FutureExt;
+    let manual = ManualExecutor::new();
+    let mut task = Task::new(async { 1 }).schedule_on(manual.handle());
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(
+        task.poll_unpin(&mut cx).is_pending(),
+        "queued on the manual executor"
+    );
+    manual.run_until_idle();
+    assert_eq!(task.poll_unpin(&mut cx), std::task::Poll::Ready(1));
+    let _ = task.start();
+}

@@ -42,6 +42,11 @@ impl<T: Send + 'static> TaskWithExecutor<T> {
 
     /// Queues the task on its executor now (eager), inheriting the caller's context, and
     /// returns a handle to its result. Dropping the handle lets the task run on, detached.
+    /// Called on a task already polled, it returns a handle to the run that poll started.
+    ///
+    /// # Panics
+    ///
+    /// If the task was already polled to completion (its result went to that poll).
     ///
     /// ```
     /// let pool = coro::ThreadPool::new(1).unwrap();
@@ -52,7 +57,11 @@ impl<T: Send + 'static> TaskWithExecutor<T> {
         match std::mem::replace(&mut self.state, State::Done) {
             State::NotStarted(task) => launch(&self.executor, task),
             State::Running(handle) => handle,
-            State::Done => unreachable!("start takes the task by value before it can finish"),
+            State::Done => panic!(
+                "TaskWithExecutor::start called on a task that was already awaited to \
+                 completion: that await returned its result, so there is nothing left to start \
+                 or join"
+            ),
         }
     }
 
