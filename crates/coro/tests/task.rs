@@ -307,5 +307,5 @@ fn starting_a_task_after_awaiting_it_to_completion_says_so() {
     );
     manual.run_until_idle();
     assert_eq!(task.poll_unpin(&mut cx), std::task::Poll::Ready(1));
-    let _ = task.start();
+    drop(task.start());
 }
