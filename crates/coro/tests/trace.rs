@@ -178,16 +178,6 @@ mod dump {
         block_wait(root).unwrap();
     }
 
-    /// The frame names of the stack where the task named `task` waits, innermost first, after
-    /// running `manual` until it is idle.
-    fn waits_in(manual: &ManualExecutor, task: &str) -> Vec<String> {
-        manual.run_until_idle();
-        let dump = dump_all();
-        let found = dump.tasks().iter().find(|t| t.name() == task);
-        let found = found.unwrap_or_else(|| panic!("{task} is not listed in:\n{dump}"));
-        found.frames().iter().map(|f| f.name().to_owned()).collect()
-    }
-
     /// A task waiting for `first`, then for `second`.
     #[coro::task]
     async fn wait_twice(first: oneshot::Receiver<()>, second: oneshot::Receiver<()>) {
@@ -204,18 +194,68 @@ mod dump {
         .await;
     }
 
+    /// A task named `name` on a manual executor, whose body `body` makes from a `wait_twice`
+    /// child.
+    struct WithChild {
+        name: &'static str,
+        manual: ManualExecutor,
+        first: Option<oneshot::Sender<()>>,
+        second: oneshot::Sender<()>,
+        join: coro::JoinHandle<()>,
+    }
+
+    impl WithChild {
+        fn new<F>(name: &'static str, body: impl FnOnce(Task<()>) -> F) -> WithChild
+        where
+            F: std::future::Future<Output = ()> + Send + 'static,
+        {
+            let manual = ManualExecutor::new();
+            let (first, first_rx) = oneshot::channel();
+            let (second, second_rx) = oneshot::channel();
+            let join = Task::new(body(wait_twice(first_rx, second_rx)))
+                .named(name)
+                .schedule_on(manual.handle())
+                .start();
+            WithChild {
+                name,
+                manual,
+                first: Some(first),
+                second,
+                join,
+            }
+        }
+
+        /// Runs the executor until it is idle, then gives the frame names of the stack where
+        /// the task waits, innermost first.
+        fn waits_in(&self) -> Vec<String> {
+            self.manual.run_until_idle();
+            let dump = dump_all();
+            let task = dump.tasks().iter().find(|t| t.name() == self.name);
+            let task = task.unwrap_or_else(|| panic!("{} is not listed in:\n{dump}", self.name));
+            task.frames().iter().map(|f| f.name().to_owned()).collect()
+        }
+
+        /// Ends the child's first wait.
+        fn end_first_wait(&mut self) {
+            self.first.take().unwrap().send(()).unwrap();
+        }
+
+        /// Ends both waits and runs the task to its end.
+        fn finish(self) {
+            drop((self.first, self.second));
+            self.manual.run_until_idle();
+            block_wait(self.join).unwrap();
+        }
+    }
+
     // The next three tests each suspend twice in the same frame, in a stack that changed in
     // between without that frame changing: the dump must show the new stack, not the first.
 
     #[test]
     #[allow(clippy::async_yields_async)] // handing the unfinished task on is the point
     fn a_task_handed_to_another_awaiter_is_published_under_it() {
-        let manual = ManualExecutor::new();
-        let (first_tx, first_rx) = oneshot::channel();
-        let (second_tx, second_rx) = oneshot::channel();
-        let mover = Task::new(async move {
+        let task = WithChild::new("mover", |mut child| async move {
             let child = Task::new(async move {
-                let mut child = wait_twice(first_rx, second_rx);
                 poll_once(&mut child).await;
                 coro::yield_now().await; // suspended in `child` first, under `lender`
                 child
@@ -223,66 +263,40 @@ mod dump {
             .named("lender")
             .await;
             child.await;
-        })
-        .named("mover")
-        .schedule_on(manual.handle())
-        .start();
-        assert_eq!(waits_in(&manual, "mover"), ["wait_twice", "mover"]);
-        drop((first_tx, second_tx));
-        manual.run_until_idle();
-        block_wait(mover).unwrap();
+        });
+        assert_eq!(task.waits_in(), ["wait_twice", "mover"]);
+        task.finish();
     }
 
     #[test]
     #[allow(clippy::async_yields_async)] // handing the unfinished task on is the point
     fn a_task_handed_over_within_one_poll_is_published_under_its_new_awaiter_next_time() {
-        let manual = ManualExecutor::new();
-        let (first_tx, first_rx) = oneshot::channel();
-        let (second_tx, second_rx) = oneshot::channel();
-        let mover = Task::new(async move {
+        let mut task = WithChild::new("handover", |mut child| async move {
             let child = Task::new(async move {
-                let mut child = wait_twice(first_rx, second_rx);
                 poll_once(&mut child).await;
                 child
             })
             .named("lender")
             .await;
             child.await;
-        })
-        .named("handover")
-        .schedule_on(manual.handle())
-        .start();
+        });
         // One publication per poll, at the first suspension: this poll's was under `lender`.
-        assert_eq!(
-            waits_in(&manual, "handover"),
-            ["wait_twice", "lender", "handover"]
-        );
-        first_tx.send(()).unwrap();
-        assert_eq!(waits_in(&manual, "handover"), ["wait_twice", "handover"]);
-        drop(second_tx);
-        manual.run_until_idle();
-        block_wait(mover).unwrap();
+        assert_eq!(task.waits_in(), ["wait_twice", "lender", "handover"]);
+        task.end_first_wait();
+        assert_eq!(task.waits_in(), ["wait_twice", "handover"]);
+        task.finish();
     }
 
     #[test]
     fn a_task_renamed_after_it_suspended_is_published_with_its_new_name() {
-        let manual = ManualExecutor::new();
-        let (first_tx, first_rx) = oneshot::channel();
-        let (second_tx, second_rx) = oneshot::channel();
-        let renamer = Task::new(async move {
-            let mut child = wait_twice(first_rx, second_rx);
+        let task = WithChild::new("renamer", |mut child| async move {
             poll_once(&mut child).await;
             let child = child.named("renamed");
             coro::yield_now().await;
             child.await;
-        })
-        .named("renamer")
-        .schedule_on(manual.handle())
-        .start();
-        assert_eq!(waits_in(&manual, "renamer"), ["renamed", "renamer"]);
-        drop((first_tx, second_tx));
-        manual.run_until_idle();
-        block_wait(renamer).unwrap();
+        });
+        assert_eq!(task.waits_in(), ["renamed", "renamer"]);
+        task.finish();
     }
 
     #[test]
