@@ -107,7 +107,7 @@ fn the_panic_hook_prints_the_async_stack_after_the_message() {
 }
 
 mod dump {
-    use coro::executor::ManualExecutor;
+    use coro::executor::{ExecutorHandle, InlineExecutor, ManualExecutor};
     use coro::trace::{TaskState, dump_all};
     use coro::{Task, ThreadPool, block_wait};
     use futures::FutureExt;
@@ -186,7 +186,7 @@ mod dump {
     }
 
     /// Polls `task` once, in the task calling this.
-    async fn poll_once(task: &mut Task<()>) {
+    async fn poll_once<T>(task: &mut Task<T>) {
         futures::future::poll_fn(|cx| {
             let _ = task.poll_unpin(cx);
             std::task::Poll::Ready(())
@@ -297,6 +297,50 @@ mod dump {
         });
         assert_eq!(task.waits_in(), ["renamed", "renamer"]);
         task.finish();
+    }
+
+    #[test]
+    #[allow(clippy::async_yields_async)] // handing the unfinished task on is the point
+    fn a_task_run_inline_is_published_anew_when_the_frames_around_it_change() {
+        // `nested` runs on an inline executor, so inside the poll of whoever starts or wakes
+        // it, and its stack goes on into that task's frames. It suspends twice in the same
+        // frame, both times inside `x`; in between, `x` moved from under `lender` to directly
+        // under the root. Nothing of `nested`'s own changed, but its stack did.
+        let manual = ManualExecutor::new();
+        let inline = ExecutorHandle::new(InlineExecutor);
+        let (first_tx, first_rx) = oneshot::channel();
+        let (second_tx, second_rx) = oneshot::channel();
+        let root = Task::new(async move {
+            let mut x = Task::new(async move {
+                let nested = wait_twice(first_rx, second_rx)
+                    .named("nested")
+                    .schedule_on(inline)
+                    .start();
+                coro::yield_now().await;
+                first_tx.send(()).unwrap(); // `nested` runs on, inline, to its second wait
+                nested
+            })
+            .named("x");
+            let x = Task::new(async move {
+                poll_once(&mut x).await;
+                x
+            })
+            .named("lender")
+            .await;
+            x.await.await.unwrap();
+        })
+        .named("inline_root")
+        .schedule_on(manual.handle())
+        .start();
+        manual.run_until_idle();
+        let dump = dump_all();
+        let nested = dump.tasks().iter().find(|t| t.name() == "nested");
+        let nested = nested.unwrap_or_else(|| panic!("nested is not listed in:\n{dump}"));
+        let frames: Vec<_> = nested.frames().iter().map(|f| f.name()).collect();
+        assert_eq!(frames, ["nested", "x", "inline_root"], "{dump}");
+        second_tx.send(()).unwrap();
+        manual.run_until_idle();
+        block_wait(root).unwrap();
     }
 
     #[test]
