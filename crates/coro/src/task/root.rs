@@ -193,9 +193,9 @@ mod traced {
         fn drop(&mut self) {
             let target = PUBLISH_TO.with(|p| p.replace(self.prev));
             if target & RELINKED != 0 {
-                // Relinked after this poll published (a frame at the address of one that
-                // finished during the poll): the published stack may be stale, so the next
-                // suspension must not trust `last`.
+                // A frame was relinked after this poll published (a task handed to another
+                // awaiter, or a new one where a finished one was): the published stack may be
+                // stale, so the next suspension must not trust `last`.
                 self.root.last.set(UNKNOWN);
             }
         }

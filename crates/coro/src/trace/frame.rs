@@ -14,7 +14,8 @@ pub(crate) struct FrameNode {
 }
 
 // SAFETY: `parent` is written and read only on the thread polling the task, during that poll
-// (see `enter`); between polls it is a stale value that is only compared, never dereferenced. The rest is Send.
+// (see `enter`); between polls it is a stale value that is only compared, never dereferenced.
+// The rest is Send.
 unsafe impl Send for FrameNode {}
 
 thread_local! {
