@@ -14,7 +14,7 @@ use std::fmt;
 use std::num::NonZeroU64;
 use std::panic::Location;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering::*};
 
 /// One frame of an async stack: a name and the source location it stands for.
 ///
@@ -164,6 +164,17 @@ impl fmt::Display for TaskState {
 const RUNNING: u8 = 0;
 const SCHEDULED: u8 = 1;
 const SUSPENDED: u8 = 2;
+/// The bits of [`TaskHeader::state`] that hold the [`TaskState`].
+const STATE: u8 = 3;
+/// Per-poll bit of [`TaskHeader::state`]: this poll has published its stack (or publication is
+/// off), so later suspensions in it do not. Cleared by the store that marks the task running.
+const PUBLISHED: u8 = 4;
+/// Per-poll bit of [`TaskHeader::state`]: a frame was entered under another awaiter than at its
+/// previous poll, so this poll's stack may differ from the one last published.
+const RELINKED: u8 = 8;
+
+/// [`TaskHeader::last`] when the next suspension must compare the whole stack.
+const UNKNOWN: usize = 0;
 
 /// What the executor keeps about each task inside the task's allocation (async-task's
 /// metadata): its id, the id of the task that spawned it, its state, and the trace cell attached
@@ -179,7 +190,15 @@ const SUSPENDED: u8 = 2;
 pub struct TaskHeader {
     id: u64,
     trace: AtomicPtr<TraceCell>,
+    /// The [`TaskState`] in the low bits; while the task runs, also the per-poll publication
+    /// bits ([`PUBLISHED`], [`RELINKED`]). Only the thread polling the task writes it during a
+    /// poll (async-task calls the schedule function, which marks it scheduled, only between
+    /// polls), so plain loads and stores suffice; other threads only read it, for snapshots.
     state: AtomicU8,
+    /// The address of the innermost frame of the stack last published, while nothing since can
+    /// have changed that stack; else [`UNKNOWN`]. Only the polling thread uses it. (Here rather
+    /// than in the trace cell, so that the common check needs no cell.)
+    last: AtomicUsize,
     /// The pool of a pool task. Kept here rather than captured by the schedule function, so that
     /// the schedule function is zero-sized and async-task does not take and release a
     /// reference to the task around every call of it.
@@ -193,6 +212,7 @@ impl TaskHeader {
             id: next_id(),
             trace: AtomicPtr::new(ptr::null_mut()),
             state: AtomicU8::new(SCHEDULED),
+            last: AtomicUsize::new(UNKNOWN),
             pool: None,
         }
     }
@@ -224,6 +244,7 @@ impl TaskHeader {
     /// # let pool = coro_executor::ThreadPool::new(1).unwrap();
     /// # drop(pool);
     /// ```
+    #[inline]
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -235,7 +256,7 @@ impl TaskHeader {
     /// # drop(pool);
     /// ```
     pub fn state(&self) -> TaskState {
-        match self.state.load(Relaxed) {
+        match self.state.load(Relaxed) & STATE {
             RUNNING => TaskState::Running,
             SCHEDULED => TaskState::Scheduled,
             _ => TaskState::Suspended,
@@ -315,6 +336,8 @@ pub struct TraceCell {
     parent: Option<NonZeroU64>,
     frames: Mutex<Vec<Frame>>,
     fingerprint: AtomicU64,
+    /// Whether [`attach`] attached the cell to a task.
+    attached: AtomicBool,
 }
 
 impl TraceCell {
@@ -334,6 +357,7 @@ impl TraceCell {
             parent: current_task_id().and_then(NonZeroU64::new),
             frames: Mutex::new(Vec::new()),
             fingerprint: AtomicU64::new(0),
+            attached: AtomicBool::new(false),
         }
     }
 
@@ -368,18 +392,21 @@ impl TraceCell {
         &self.root
     }
 
-    /// Publishes the task's current stack (innermost frame first) unless `fingerprint` says it
-    /// is the one already published; `frames` is only called when it is not.
+    /// Whether [`attach`] has attached this cell to a task.
     ///
     /// ```
     /// use coro_executor::trace::{Frame, TraceCell};
     ///
     /// let cell = TraceCell::new(Frame::new("t", std::panic::Location::caller()));
-    /// cell.publish(1, || vec![Frame::new("inner", std::panic::Location::caller())]);
-    /// cell.publish(1, || unreachable!("same fingerprint: nothing to do"));
+    /// assert!(!cell.is_attached());
     /// ```
     #[inline]
-    pub fn publish(&self, fingerprint: u64, frames: impl FnOnce() -> Vec<Frame>) {
+    pub fn is_attached(&self) -> bool {
+        self.attached.load(Relaxed)
+    }
+
+    /// Publishes `frames()` unless `fingerprint` says it is the stack already published.
+    fn publish(&self, fingerprint: u64, frames: impl FnOnce() -> Vec<Frame>) {
         if self.fingerprint.load(Relaxed) != fingerprint {
             self.store(fingerprint, frames());
         }
@@ -451,11 +478,7 @@ impl Drop for Running<'_> {
 /// ```
 #[inline]
 pub fn current_task_id() -> Option<u64> {
-    CURRENT.with(|c| {
-        // SAFETY: `CURRENT` points at the header of the task whose poll is on this thread's
-        // stack (set by `enter`, restored when that poll returns), which outlives the poll.
-        unsafe { c.get().as_ref() }.map(|h| h.id)
-    })
+    current_header().map(TaskHeader::id)
 }
 
 /// Attaches `cell` to the task being polled on this thread, for [`snapshot_tasks`] to read.
@@ -476,16 +499,149 @@ pub fn current_task_id() -> Option<u64> {
 /// ```
 #[inline]
 pub unsafe fn attach(cell: &TraceCell) -> bool {
-    CURRENT.with(|c| {
-        // SAFETY: as in `current_task_id`.
-        match unsafe { c.get().as_ref() } {
-            Some(header) => {
-                header.trace.store(ptr::from_ref(cell).cast_mut(), Release);
-                true
-            }
-            None => false,
+    match current_header() {
+        Some(header) => {
+            cell.attached.store(true, Relaxed);
+            header.last.store(UNKNOWN, Relaxed);
+            header.trace.store(ptr::from_ref(cell).cast_mut(), Release);
+            true
         }
-    })
+        None => false,
+    }
+}
+
+/// The header of the task being polled on this thread, if any.
+#[inline]
+fn current_header<'a>() -> Option<&'a TaskHeader> {
+    // SAFETY: `CURRENT` points at the header of the task whose poll is on this thread's stack
+    // (set by `enter`, restored when that poll returns), which outlives the poll; callers use
+    // the reference only within the poll they are called from.
+    CURRENT.with(|c| unsafe { c.get().as_ref() })
+}
+
+/// Publishes the stack of the task being polled on this thread into its attached cell, for
+/// task dumps: called by the innermost frame that is about to return `Pending`, so the first
+/// call in a poll is where the task waits, and later ones in the same poll do nothing.
+///
+/// Most suspensions happen where the previous one did; recognising that keeps publication
+/// cheap. `innermost` identifies the innermost frame (its address). If it is the one published
+/// last time and no frame was relinked since ([`note_relinked`]), the stack is unchanged and
+/// nothing more is done; otherwise the cell compares `fingerprint()` with the stack it holds
+/// and copies `frames()` (innermost first) only if they differ. Does nothing outside a task,
+/// in a task without a cell, or inside [`without_publishing`].
+///
+/// ```
+/// use coro_executor::trace::{Frame, TraceCell, attach, publish_suspension, snapshot_tasks};
+/// use std::panic::Location;
+/// use std::task::Poll;
+///
+/// let ex = coro_executor::ManualExecutor::new();
+/// let cell = Box::new(TraceCell::new(Frame::new("waiter", Location::caller())));
+/// let mut polled = false;
+/// let join = ex.handle().spawn(std::future::poll_fn(move |_| {
+///     if !cell.is_attached() {
+///         // SAFETY: the box is owned by this future until it is dropped, and never moves.
+///         unsafe { attach(&cell) };
+///     }
+///     if std::mem::replace(&mut polled, true) {
+///         return Poll::Ready(());
+///     }
+///     let innermost: *const TraceCell = &*cell;
+///     publish_suspension(innermost.cast(), || 1, || vec![Frame::new("inner", Location::caller())]);
+///     Poll::Pending
+/// }));
+/// ex.run_until_idle();
+/// let waiter = snapshot_tasks().into_iter().find(|t| t.name() == "waiter").unwrap();
+/// assert_eq!(waiter.frames()[0].name(), "inner");
+/// join.cancel();
+/// ```
+#[inline]
+pub fn publish_suspension(
+    innermost: *const (),
+    fingerprint: fn() -> u64,
+    frames: fn() -> Vec<Frame>,
+) {
+    let Some(header) = current_header() else {
+        return;
+    };
+    let innermost = innermost as usize;
+    let state = header.state.load(Relaxed);
+    if state == RUNNING {
+        // The first suspension of this poll, and no frame relinked: the common case. (Plain
+        // stores: only this thread writes the state during the poll.)
+        header.state.store(RUNNING | PUBLISHED, Relaxed);
+        if header.last.load(Relaxed) != innermost {
+            publish_from(header, innermost, fingerprint, frames);
+        }
+    } else if state & PUBLISHED == 0 {
+        // Relinked: the stack may have changed although the innermost frame did not.
+        header.state.store(state | PUBLISHED, Relaxed);
+        publish_from(header, innermost, fingerprint, frames);
+    }
+}
+
+/// The part of [`publish_suspension`] for a stack that may have changed: out of line, as it
+/// is rarely needed and would bloat every task's poll.
+#[inline(never)]
+fn publish_from(
+    header: &TaskHeader,
+    innermost: usize,
+    fingerprint: fn() -> u64,
+    frames: fn() -> Vec<Frame>,
+) {
+    header.last.store(innermost, Relaxed);
+    // SAFETY: a non-null `trace` points at the cell attached by this task's future, which is
+    // being polled (so alive and in place) on this thread.
+    if let Some(cell) = unsafe { header.trace.load(Relaxed).as_ref() } {
+        cell.publish(fingerprint(), frames);
+    }
+}
+
+/// Tells [`publish_suspension`] that a frame of the task being polled on this thread was
+/// entered under another awaiter than at its previous poll (or for the first time), so its
+/// stack may have changed: the next publication compares the whole stack. A relink after this
+/// poll published makes the next poll's publication do so.
+///
+/// ```
+/// // Outside a task there is no stack to invalidate.
+/// coro_executor::trace::note_relinked();
+/// ```
+#[inline]
+pub fn note_relinked() {
+    let Some(header) = current_header() else {
+        return;
+    };
+    let state = header.state.load(Relaxed);
+    if state & PUBLISHED == 0 {
+        header.state.store(state | RELINKED, Relaxed);
+    } else {
+        header.last.store(UNKNOWN, Relaxed);
+    }
+}
+
+/// Runs `f` with publication off for the task being polled on this thread: for an inline poll
+/// of something whose suspension is not where the task waits (a child that moves to a task of
+/// its own if it suspends), which must neither publish its stack as the task's nor use up the
+/// task's one publication of this poll.
+///
+/// ```
+/// let answer = coro_executor::trace::without_publishing(|| 42);
+/// assert_eq!(answer, 42);
+/// ```
+pub fn without_publishing<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore<'a>(&'a TaskHeader, u8);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            self.0.state.store(self.1, Relaxed);
+        }
+    }
+    let Some(header) = current_header() else {
+        return f();
+    };
+    let saved = header.state.load(Relaxed);
+    header.state.store(saved | PUBLISHED, Relaxed);
+    let _restore = Restore(header, saved);
+    f()
 }
 
 /// A copy of what is known about one live task; from [`snapshot_tasks`].

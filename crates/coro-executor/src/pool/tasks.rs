@@ -36,10 +36,10 @@ const OTHER_SHARDS: usize = 4;
 /// Slots are allocated a page at a time and never move, so an entry can point at its slot.
 const PAGE: usize = 64;
 
-/// Where a task's entry lives.
+/// Where a task's entry lives: its slot, which names its shard while the task is listed. (One
+/// pointer, not two: the key is in every task, whose size counts against the memory target.)
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct TaskKey {
-    shard: NonNull<Shard>,
     slot: NonNull<Slot>,
 }
 
@@ -62,9 +62,18 @@ pub(super) struct Slot {
     /// Shutdown wakes the task through it (pools only; `None` for other executors' tasks).
     /// Written by the lister before it publishes `header`, taken by whoever swaps `header` out.
     waker: UnsafeCell<Option<Waker>>,
-    /// The next slot in a free list or the returned stack; used only by the slot's current
-    /// owner (the shard's lock holder, or the unlister pushing it).
-    next_free: UnsafeCell<*const Slot>,
+    /// While the slot is free: the next slot in a free list or the returned stack. While it is
+    /// listed: its shard, for the unlister. Written only by the slot's current owner (the
+    /// shard's lock holder, or the unlister pushing it); the shard is written by the lister
+    /// before it publishes `header` and read by the task's one unlister.
+    link: UnsafeCell<Link>,
+}
+
+/// What [`Slot::link`] holds.
+#[derive(Clone, Copy)]
+union Link {
+    next_free: *const Slot,
+    shard: *const Shard,
 }
 
 impl Slot {
@@ -72,7 +81,9 @@ impl Slot {
         Slot {
             header: AtomicPtr::new(ptr::null_mut()),
             waker: UnsafeCell::new(None),
-            next_free: UnsafeCell::new(ptr::null()),
+            link: UnsafeCell::new(Link {
+                next_free: ptr::null(),
+            }),
         }
     }
 }
@@ -173,15 +184,19 @@ impl TaskList {
             }
         };
         // SAFETY: `slot` is a free slot of this shard (from its free list, its returned stack,
-        // or fresh), so it is ours under the lock, and its `next_free` is the rest of the list.
+        // or fresh), so it is ours under the lock, and its link is the rest of the list; from
+        // now on it names the shard, for the unlister.
         let slot_ref = unsafe { slot.as_ref() };
-        owned.free = slot_ref.next_free.with(|next| unsafe { *next });
+        owned.free = slot_ref.link.with_mut(|link| unsafe {
+            let next = (*link).next_free;
+            *link = Link {
+                shard: ptr::from_ref(shard),
+            };
+            next
+        });
         // `make` allocates the task; doing it under the lock makes "closed" and "listed"
         // exclusive, so shutdown cannot miss a task that is being spawned.
-        let key = TaskKey {
-            shard: NonNull::from(shard),
-            slot,
-        };
+        let key = TaskKey { slot };
         let (waker, header, out) = make(key, value);
         // SAFETY: the slot is free (null header), so nobody else reads or writes its waker.
         slot_ref.waker.with_mut(|w| unsafe { *w = waker });
@@ -193,8 +208,13 @@ impl TaskList {
     /// Unlists a task (its future is about to be dropped). Returns only once no visitor can be
     /// reading the task's header any more.
     pub(crate) fn remove(key: TaskKey) {
-        // SAFETY: see `TaskKey`: the list, and so the shard and slot, outlive the task.
-        let (shard, slot) = unsafe { (key.shard.as_ref(), key.slot.as_ref()) };
+        // SAFETY: see `TaskKey`: the list, and so the shard and slot, outlive the task. The
+        // slot's link names its shard while the task is listed (written before the task
+        // existed), and only this, the task's one unlisting, changes it again.
+        let (slot, shard) = unsafe {
+            let slot = key.slot.as_ref();
+            (slot, &*slot.link.with(|link| (*link).shard))
+        };
         let unlisting = &shard.unlisting.0;
         let header = slot.header.swap(ptr::null_mut(), AcqRel);
         // The fence orders the swap before the load (store buffering); it pairs with the fence
@@ -214,7 +234,8 @@ impl TaskList {
         let mut head = unlisting.returned.load(Relaxed);
         loop {
             // SAFETY: the slot is ours until the exchange below publishes it.
-            slot.next_free.with_mut(|next| unsafe { *next = head });
+            slot.link
+                .with_mut(|link| unsafe { *link = Link { next_free: head } });
             match unlisting.returned.compare_exchange_weak(
                 head,
                 key.slot.as_ptr(),

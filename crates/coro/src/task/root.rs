@@ -40,7 +40,7 @@ impl<F: Future> Future for Root<F> {
         let this = unsafe { self.get_unchecked_mut() };
         let _executor = this.executor.as_ref().map(enter_executor);
         // SAFETY: as above.
-        let _publishing = unsafe { Pin::new_unchecked(&mut this.trace) }.enter();
+        unsafe { Pin::new_unchecked(&mut this.trace) }.enter();
         // SAFETY: as above.
         unsafe { Pin::new_unchecked(&mut this.body) }.poll(cx)
     }
@@ -86,43 +86,18 @@ impl<F: Future> Future for FramedRoot<F> {
 #[cfg(not(coro_untraced))]
 mod traced {
     use crate::trace::frame::{Frame, FrameNode, current_fingerprint, inside_frame, walk_current};
-    use coro_executor::trace::{TraceCell, attach};
-    use std::cell::Cell;
+    use coro_executor::trace::{self, TraceCell};
     use std::pin::Pin;
     use std::ptr;
 
-    thread_local! {
-        /// Where a suspension on this thread publishes its stack: the address of the
-        /// [`RootTrace`] of the root being polled here, until the innermost suspending frame
-        /// has published (then 0); or'ed with [`RELINKED`] once a frame has been entered under
-        /// another awaiter than at its previous poll, which may have changed the stack.
-        static PUBLISH_TO: Cell<usize> = const { Cell::new(0) };
-    }
+    pub(crate) use coro_executor::trace::{note_relinked, without_publishing};
 
-    /// The bit of [`PUBLISH_TO`] that says a frame was relinked (a `RootTrace` is aligned to
-    /// 8, so its address never has it).
-    const RELINKED: usize = 1;
-
-    /// [`RootTrace::last`] when the next suspension must look at the whole stack.
-    const UNKNOWN: usize = 0;
-    /// [`RootTrace::last`] before the first poll, which attaches the cell.
-    const UNATTACHED: usize = 1;
-
-    /// A root task's trace cell, attached to its executor task on the first poll.
-    ///
-    /// Most suspensions happen where the previous one did, in the same frames; recognising
-    /// that is what keeps tracing cheap. The stack cannot have changed when the innermost
-    /// suspending frame is the one last published and no frame was entered under another
-    /// awaiter than at its previous poll: every frame on the stack is entered in each poll, a
-    /// frame that is new (even at a finished one's address) or renamed counts as relinked,
-    /// and the innermost frame and its chain of awaiters then are what they were. Otherwise
-    /// the cell compares the stack's content with what it holds, and copies it only if it
-    /// differs.
+    /// A root task's trace cell, attached to its executor task on the first poll. Its stack is
+    /// published by the innermost frame that suspends in each poll ([`publish_suspension`]);
+    /// the per-poll state of that publication lives in the executor's task header, which is
+    /// made current for every poll anyway.
     pub(crate) struct RootTrace {
         cell: TraceCell,
-        /// The address of the innermost frame of the stack last published, if nothing since
-        /// can have changed it; else [`UNKNOWN`] (or [`UNATTACHED`]).
-        last: Cell<usize>,
     }
 
     impl RootTrace {
@@ -131,7 +106,6 @@ mod traced {
         pub(crate) fn new(frame: Frame) -> RootTrace {
             RootTrace {
                 cell: TraceCell::new(frame),
-                last: Cell::new(UNATTACHED),
             }
         }
 
@@ -139,123 +113,47 @@ mod traced {
         pub(crate) fn under(frame: Frame, parent: Option<u64>) -> RootTrace {
             RootTrace {
                 cell: TraceCell::with_parent(frame, parent),
-                last: Cell::new(UNATTACHED),
             }
         }
 
-        /// Attaches the cell (first poll) and makes this root where this poll's suspension
-        /// publishes, until the guard drops, also on unwind: a panicking body must not leave
-        /// this thread pointing at a root that is about to be freed.
+        /// Prepares this poll's publication: attaches the cell on the first poll, and makes a
+        /// root polled inside another task's poll (by an inline executor) check its whole
+        /// stack, since the frames of that task are on it too and may have changed without
+        /// any of its own being relinked.
         #[inline]
-        pub(crate) fn enter(self: Pin<&mut Self>) -> Publishing<'_> {
+        pub(crate) fn enter(self: Pin<&mut Self>) {
             let this = self.into_ref().get_ref();
-            if this.last.get() == UNATTACHED {
-                this.attach();
+            if !this.cell.is_attached() {
+                // SAFETY: `cell` is pinned inside the root future (see `Root::poll`), so it
+                // stays in place until the future is dropped. (It is polled inside the executor
+                // task it was spawned as, so there is a task to attach to; a root polled by
+                // hand, in a unit test, just has none.)
+                unsafe { trace::attach(&this.cell) };
             }
-            // A root polled inside another task's poll (by an inline executor) has that task's
-            // frames on its stack too, and those may have changed without any of its own
-            // being relinked.
-            let relinked = if inside_frame() { RELINKED } else { 0 };
-            let target = ptr::from_ref(this) as usize | relinked;
-            Publishing {
-                prev: PUBLISH_TO.with(|p| p.replace(target)),
-                root: this,
+            if inside_frame() {
+                note_relinked();
             }
         }
-
-        #[inline]
-        fn attach(&self) {
-            // SAFETY: `cell` is pinned inside the root future (see `Root::poll`), so it stays
-            // in place until the future is dropped. (It is polled inside the executor task it
-            // was spawned as, so there is a task to attach to; a root polled by hand, in a
-            // unit test, just has none.)
-            unsafe { attach(&self.cell) };
-            self.last.set(UNKNOWN);
-        }
-
-        /// Publishes the stack whose innermost frame is `innermost`, being polled on this
-        /// thread, unless its content is what the cell holds already.
-        #[inline(never)]
-        fn publish(&self, innermost: usize) {
-            self.last.set(innermost);
-            self.cell.publish(current_fingerprint(), current_frames);
-        }
-    }
-
-    /// Restores the previous publication target when a root's poll ends.
-    pub(crate) struct Publishing<'a> {
-        prev: usize,
-        root: &'a RootTrace,
-    }
-
-    impl Drop for Publishing<'_> {
-        #[inline]
-        fn drop(&mut self) {
-            let target = PUBLISH_TO.with(|p| p.replace(self.prev));
-            if target & RELINKED != 0 {
-                // A frame was relinked after this poll published (a task handed to another
-                // awaiter, or a new one where a finished one was): the published stack may be
-                // stale, so the next suspension must not trust `last`.
-                self.root.last.set(UNKNOWN);
-            }
-        }
-    }
-
-    /// Called by [`FrameNode::enter`] when the frame is entered under another awaiter than at
-    /// its previous poll (or for the first time).
-    #[inline]
-    pub(crate) fn note_relinked() {
-        PUBLISH_TO.with(|p| p.set(p.get() | RELINKED));
     }
 
     /// Called by a task frame that is about to return `Pending`, while it is still the
     /// innermost frame: the first such frame in a root's poll is the innermost suspension
     /// point, so it publishes the stack from there, unless the stack cannot have changed since
-    /// the last publication (see [`RootTrace`]).
+    /// the last publication (see [`trace::publish_suspension`]).
     #[inline]
     pub(crate) fn publish_suspension(innermost: &FrameNode) {
-        let target = PUBLISH_TO.with(Cell::get);
-        if target <= RELINKED {
-            return; // no root here, publication off, or done for this poll
-        }
-        PUBLISH_TO.with(|p| p.set(0));
-        let node = ptr::from_ref(innermost) as usize;
-        // SAFETY: `PUBLISH_TO` holds the address of the `RootTrace` of the root being polled
-        // further up this thread's stack (set and restored, also on unwind, around that poll),
-        // which is alive and pinned.
-        let root = unsafe { &*((target & !RELINKED) as *const RootTrace) };
-        if target & RELINKED != 0 || root.last.get() != node {
-            root.publish(node);
-        }
+        trace::publish_suspension(
+            ptr::from_ref(innermost).cast(),
+            current_fingerprint,
+            current_frames,
+        );
     }
 
-    /// Copies the stack being polled on this thread: out of line, as it is only needed when the
-    /// stack changed, and inlined it would bloat every task's poll.
-    #[inline(never)]
+    /// Copies the stack being polled on this thread (only needed when it changed).
     fn current_frames() -> Vec<Frame> {
         let mut frames = Vec::new();
         walk_current(|f| frames.push(f.clone()));
         frames
-    }
-
-    /// Runs `f`, an inline poll of a child that will move to a task of its own if it suspends,
-    /// with publication off: the child's suspension is not where the root waits, so it must not
-    /// publish its stack as the root's, nor use up the root's one publication of this poll.
-    /// (Frames relinked inside are the child's, which is not on the root's stack afterwards.)
-    pub(crate) fn without_publishing<R>(f: impl FnOnce() -> R) -> R {
-        struct Restore(usize);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                PUBLISH_TO.with(|p| p.set(self.0));
-            }
-        }
-        let _restore = Restore(PUBLISH_TO.with(|p| p.replace(0)));
-        f()
-    }
-
-    #[cfg(test)]
-    pub(super) fn publish_target() -> usize {
-        PUBLISH_TO.with(Cell::get) & !RELINKED
     }
 }
 
@@ -267,8 +165,6 @@ mod untraced {
 
     pub(crate) struct RootTrace;
 
-    pub(crate) struct Publishing;
-
     impl RootTrace {
         pub(crate) fn new(_frame: Frame) -> RootTrace {
             RootTrace
@@ -279,9 +175,7 @@ mod untraced {
         }
 
         #[inline]
-        pub(crate) fn enter(self: Pin<&mut Self>) -> Publishing {
-            Publishing
-        }
+        pub(crate) fn enter(self: Pin<&mut Self>) {}
     }
 
     #[inline]
@@ -289,31 +183,5 @@ mod untraced {
 
     pub(crate) fn without_publishing<R>(f: impl FnOnce() -> R) -> R {
         f()
-    }
-}
-
-#[cfg(all(test, not(coro_untraced)))]
-mod tests {
-    use super::*;
-    use crate::trace::frame::Frame;
-    use std::panic::{AssertUnwindSafe, Location, catch_unwind};
-    use std::task::Waker;
-
-    #[test]
-    fn a_panicking_root_restores_the_publication_target() {
-        let frame = Frame::new("panics", Location::caller());
-        let mut root = Box::pin(Root {
-            executor: None,
-            trace: RootTrace::new(frame),
-            body: async { panic!("the body panics") },
-        });
-        let mut cx = Context::from_waker(Waker::noop());
-        let polled = catch_unwind(AssertUnwindSafe(|| root.as_mut().poll(&mut cx)));
-        assert!(polled.is_err());
-        drop(root);
-        assert!(
-            traced::publish_target() == 0,
-            "a later suspension on this thread would publish into the freed root"
-        );
     }
 }
