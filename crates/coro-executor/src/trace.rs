@@ -14,7 +14,7 @@ use std::fmt;
 use std::num::NonZeroU64;
 use std::panic::Location;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering::*};
 
 /// One frame of an async stack: a name and the source location it stands for.
 ///
@@ -274,9 +274,14 @@ impl TaskHeader {
         // SAFETY: a non-null `trace` points into this task's future, alive per the contract above.
         let (name, parent, frames) = match unsafe { cell.as_ref() } {
             Some(cell) => {
-                let frames = cell.frames.lock().unwrap().clone();
+                // SAFETY: the root frame and the published box are alive as long as the cell
+                // (inside the same future, or owned by the cell); `attach` set `root` before it
+                // published the cell (Release, paired with the Acquire above).
+                let root = unsafe { &*cell.root.load(Relaxed) };
+                let published = unsafe { cell.published.load(Acquire).as_ref() };
+                let frames = published.map_or_else(Vec::new, |p| p.frames.lock().unwrap().clone());
                 (
-                    Some(cell.root.name.clone()),
+                    Some(root.name.clone()),
                     cell.parent.map(NonZeroU64::get),
                     frames,
                 )
@@ -321,44 +326,47 @@ fn next_id() -> u64 {
     })
 }
 
-/// The trace storage a layer above embeds in a task's future and [`attach`]es: the task's root
-/// frame and its most recently published stack.
+/// The trace storage a layer above embeds in a task's future and [`attach`]es, with the task's
+/// root frame: where snapshots find the task's name, its parent and its most recently published
+/// stack.
+///
+/// Three words, as it is in every task: the published stack, which only tasks that suspend
+/// need, is allocated at the first publication, and the root frame is the one the task's future
+/// has anyway. (A larger cell made small roots larger than the compiler copies without a
+/// `memcpy` call.)
 ///
 /// ```
-/// use coro_executor::trace::{Frame, TraceCell};
+/// use coro_executor::trace::TraceCell;
 ///
-/// let cell = TraceCell::new(Frame::new("root", std::panic::Location::caller()));
-/// assert_eq!(cell.root().name(), "root");
+/// let cell = TraceCell::new();
+/// assert!(!cell.is_attached());
 /// ```
 pub struct TraceCell {
-    root: Frame,
-    /// Task ids start at 1, so the niche keeps this at 8 bytes: the cell is in every task.
+    /// The task's outermost frame, inside its future; null until [`attach`].
+    root: AtomicPtr<Frame>,
+    /// Task ids start at 1, so the niche keeps this at 8 bytes.
     parent: Option<NonZeroU64>,
+    /// Null until the first publication; then set once, and freed with the cell.
+    published: AtomicPtr<Published>,
+}
+
+/// A task's most recently published stack, innermost frame first, and its fingerprint.
+struct Published {
     frames: Mutex<Vec<Frame>>,
     fingerprint: AtomicU64,
-    /// Whether [`attach`] attached the cell to a task.
-    attached: AtomicBool,
 }
 
 impl TraceCell {
-    /// A cell for a task whose outermost frame is `root`, spawned by the task running on this
-    /// thread (if any), which becomes its parent in snapshots.
+    /// A cell for a task spawned by the task running on this thread (if any), which becomes its
+    /// parent in snapshots.
     ///
     /// ```
-    /// let cell = coro_executor::trace::TraceCell::new(
-    ///     coro_executor::trace::Frame::new("t", std::panic::Location::caller()),
-    /// );
+    /// let cell = coro_executor::trace::TraceCell::new();
     /// # drop(cell);
     /// ```
     #[inline]
-    pub fn new(root: Frame) -> Self {
-        TraceCell {
-            root,
-            parent: current_task_id().and_then(NonZeroU64::new),
-            frames: Mutex::new(Vec::new()),
-            fingerprint: AtomicU64::new(0),
-            attached: AtomicBool::new(false),
-        }
+    pub fn new() -> Self {
+        TraceCell::with_parent(current_task_id())
     }
 
     /// A cell like [`new`](Self::new)'s, whose parent in snapshots is `parent` instead of the
@@ -367,51 +375,51 @@ impl TraceCell {
     /// at 1, so `Some(0)` means no parent, as `None` does.
     ///
     /// ```
-    /// use coro_executor::trace::{Frame, TraceCell};
-    ///
-    /// let cell = TraceCell::with_parent(Frame::new("t", std::panic::Location::caller()), Some(7));
+    /// let cell = coro_executor::trace::TraceCell::with_parent(Some(7));
     /// # drop(cell);
     /// ```
     #[inline]
-    pub fn with_parent(root: Frame, parent: Option<u64>) -> Self {
+    pub fn with_parent(parent: Option<u64>) -> Self {
         TraceCell {
+            root: AtomicPtr::new(ptr::null_mut()),
             parent: parent.and_then(NonZeroU64::new),
-            ..TraceCell::new(root)
+            published: AtomicPtr::new(ptr::null_mut()),
         }
-    }
-
-    /// The task's outermost frame.
-    ///
-    /// ```
-    /// let cell = coro_executor::trace::TraceCell::new(
-    ///     coro_executor::trace::Frame::new("t", std::panic::Location::caller()),
-    /// );
-    /// assert_eq!(cell.root().name(), "t");
-    /// ```
-    pub fn root(&self) -> &Frame {
-        &self.root
     }
 
     /// Whether [`attach`] has attached this cell to a task.
     ///
     /// ```
-    /// use coro_executor::trace::{Frame, TraceCell};
-    ///
-    /// let cell = TraceCell::new(Frame::new("t", std::panic::Location::caller()));
-    /// assert!(!cell.is_attached());
+    /// assert!(!coro_executor::trace::TraceCell::new().is_attached());
     /// ```
     #[inline]
     pub fn is_attached(&self) -> bool {
-        self.attached.load(Relaxed)
+        !self.root.load(Relaxed).is_null()
     }
 
-    /// Publishes `frames()` unless `fingerprint` says it is the stack already published.
+    /// Publishes `frames()` unless `fingerprint` says it is the stack already published. Only
+    /// the thread polling the task calls this.
     fn publish(&self, fingerprint: u64, frames: impl FnOnce() -> Vec<Frame>) {
-        if self.fingerprint.load(Relaxed) != fingerprint {
-            self.store(fingerprint, frames());
+        // SAFETY: a non-null `published` is a box this cell owns until it is dropped.
+        match unsafe { self.published.load(Relaxed).as_ref() } {
+            Some(published) => {
+                if published.fingerprint.load(Relaxed) != fingerprint {
+                    published.store(fingerprint, frames());
+                }
+            }
+            None => {
+                let published = Box::new(Published {
+                    frames: Mutex::new(frames()),
+                    fingerprint: AtomicU64::new(fingerprint),
+                });
+                // Release: a snapshot that sees the box sees its contents.
+                self.published.store(Box::into_raw(published), Release);
+            }
         }
     }
+}
 
+impl Published {
     #[inline(never)]
     fn store(&self, fingerprint: u64, frames: Vec<Frame>) {
         *self.frames.lock().unwrap() = frames;
@@ -419,10 +427,42 @@ impl TraceCell {
     }
 }
 
+impl Default for TraceCell {
+    /// [`TraceCell::new`].
+    ///
+    /// ```
+    /// let cell = coro_executor::trace::TraceCell::default();
+    /// # drop(cell);
+    /// ```
+    fn default() -> Self {
+        TraceCell::new()
+    }
+}
+
+impl Drop for TraceCell {
+    #[inline]
+    fn drop(&mut self) {
+        let published = *self.published.get_mut();
+        if !published.is_null() {
+            free_published(published);
+        }
+    }
+}
+
+/// Frees a published stack: out of line, as a task that never suspended has none.
+#[inline(never)]
+fn free_published(published: *mut Published) {
+    // SAFETY: `published` was leaked by `TraceCell::publish` and is freed only here, by the
+    // cell's drop. No snapshot reads it any more: the cell is dropped with its task's future,
+    // after the task left its list (see `TaskHeader::snapshot`).
+    drop(unsafe { Box::from_raw(published) });
+}
+
 impl fmt::Debug for TraceCell {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TraceCell")
-            .field("root", &self.root)
+            .field("attached", &self.is_attached())
+            .field("parent", &self.parent)
             .finish_non_exhaustive()
     }
 }
@@ -481,28 +521,33 @@ pub fn current_task_id() -> Option<u64> {
     current_header().map(TaskHeader::id)
 }
 
-/// Attaches `cell` to the task being polled on this thread, for [`snapshot_tasks`] to read.
-/// Returns false outside a task spawned through an [`ExecutorHandle`](crate::ExecutorHandle).
+/// Attaches `cell` to the task being polled on this thread, for [`snapshot_tasks`] to read,
+/// with `root`, the task's outermost frame (whose name snapshots show). Returns false outside a
+/// task spawned through an [`ExecutorHandle`](crate::ExecutorHandle).
 ///
 /// # Safety
 ///
-/// `cell` must stay alive and in place until the task's future is dropped: task snapshots read
-/// it, from any thread, until then. A cell that is a field of the (pinned) future being polled
-/// meets this; one on the stack, or in a box the future may drop early, does not.
+/// `cell` and `root` must stay alive, in place and unchanged until the task's future is
+/// dropped: task snapshots read them, from any thread, until then. Fields of the (pinned)
+/// future being polled meet this; values on the stack, or in a box the future may drop early,
+/// do not.
 ///
 /// ```
 /// use coro_executor::trace::{Frame, TraceCell, attach};
 ///
-/// let cell = TraceCell::new(Frame::new("x", std::panic::Location::caller()));
+/// let cell = TraceCell::new();
+/// let root = Frame::new("x", std::panic::Location::caller());
 /// // SAFETY: not inside a task, so nothing is attached.
-/// assert!(!unsafe { attach(&cell) });
+/// assert!(!unsafe { attach(&cell, &root) });
+/// assert!(!cell.is_attached());
 /// ```
 #[inline]
-pub unsafe fn attach(cell: &TraceCell) -> bool {
+pub unsafe fn attach(cell: &TraceCell, root: &Frame) -> bool {
     match current_header() {
         Some(header) => {
-            cell.attached.store(true, Relaxed);
+            cell.root.store(ptr::from_ref(root).cast_mut(), Relaxed);
             header.last.store(UNKNOWN, Relaxed);
+            // Release: a snapshot that sees the cell sees its root.
             header.trace.store(ptr::from_ref(cell).cast_mut(), Release);
             true
         }
@@ -536,17 +581,18 @@ fn current_header<'a>() -> Option<&'a TaskHeader> {
 /// use std::task::Poll;
 ///
 /// let ex = coro_executor::ManualExecutor::new();
-/// let cell = Box::new(TraceCell::new(Frame::new("waiter", Location::caller())));
+/// let traced = Box::new((TraceCell::new(), Frame::new("waiter", Location::caller())));
 /// let mut polled = false;
 /// let join = ex.handle().spawn(std::future::poll_fn(move |_| {
+///     let (cell, root) = &*traced;
 ///     if !cell.is_attached() {
 ///         // SAFETY: the box is owned by this future until it is dropped, and never moves.
-///         unsafe { attach(&cell) };
+///         unsafe { attach(cell, root) };
 ///     }
 ///     if std::mem::replace(&mut polled, true) {
 ///         return Poll::Ready(());
 ///     }
-///     let innermost: *const TraceCell = &*cell;
+///     let innermost: *const Frame = root;
 ///     publish_suspension(innermost.cast(), || 1, || vec![Frame::new("inner", Location::caller())]);
 ///     Poll::Pending
 /// }));

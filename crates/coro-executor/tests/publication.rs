@@ -60,13 +60,14 @@ fn task_with_cell(
     mut poll: impl FnMut(usize) + Send + 'static,
 ) -> ManualExecutor {
     let ex = ManualExecutor::new();
-    let cell = Box::new(TraceCell::new(Frame::new(name, Location::caller())));
+    let traced = Box::new((TraceCell::new(), Frame::new(name, Location::caller())));
     let mut polls = 0;
     ex.handle()
         .spawn(std::future::poll_fn(move |cx| {
+            let (cell, root) = &*traced;
             if !cell.is_attached() {
                 // SAFETY: the box is owned by this future until it is dropped, and never moves.
-                assert!(unsafe { attach(&cell) });
+                assert!(unsafe { attach(cell, root) });
             }
             poll(polls);
             polls += 1;

@@ -24,7 +24,8 @@ use super::children::Failure;
 use super::slot::ChildSlots;
 use crate::cancel::CancellationToken;
 use crate::task::context::{Context, current_context, enter_context};
-use crate::task::root::{RootTrace, spawn_root, without_publishing};
+use crate::task::root::{RootBody, RootTrace, spawn_root, without_publishing};
+use crate::trace::Frame;
 use coro_executor::loom::sync::Mutex;
 use coro_executor::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use coro_executor::{JoinError, JoinHandle, Offer, offer_while};
@@ -226,6 +227,15 @@ impl Drop for Driven {
 struct Driver<S> {
     collect: Arc<Collect<S>>,
     index: usize,
+    /// The child's frame, which dumps show as this task's name. (A copy: the child's own is in
+    /// its slot, which outlives the child but not necessarily this task.)
+    frame: Frame,
+}
+
+impl<S: ChildSlots> RootBody for Driver<S> {
+    fn root_frame(&self) -> &Frame {
+        &self.frame
+    }
 }
 
 impl<S: ChildSlots> Future for Driver<S> {
@@ -252,6 +262,7 @@ fn drive<S: ChildSlots>(collect: &Arc<Collect<S>>, index: usize) -> Driven {
     let driver = Driver {
         collect: collect.clone(),
         index,
+        frame,
     };
     let handle = crate::task::context::with_current_executor(|executor| {
         let default;
@@ -263,7 +274,7 @@ fn drive<S: ChildSlots>(collect: &Arc<Collect<S>>, index: usize) -> Driven {
             }
         };
         let parent = collect.collect_task;
-        spawn_root(executor, move || (RootTrace::under(frame, parent), driver))
+        spawn_root(executor, move || (RootTrace::under(parent), driver))
     });
     Driven {
         index,

@@ -7,6 +7,7 @@
 
 use super::context::enter_executor;
 use super::task::Framed;
+use crate::trace::Frame;
 use coro_executor::{ExecutorHandle, JoinHandle};
 use std::future::Future;
 use std::pin::Pin;
@@ -29,7 +30,13 @@ pub(crate) struct Root<F> {
     body: F,
 }
 
-impl<F: Future> Future for Root<F> {
+/// A root task's body: a future with the frame it runs as, which dumps show as the task's name.
+pub(crate) trait RootBody: Future {
+    /// The body's outermost frame: it must not change once the body is spawned.
+    fn root_frame(&self) -> &Frame;
+}
+
+impl<F: RootBody> Future for Root<F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
@@ -39,8 +46,8 @@ impl<F: Future> Future for Root<F> {
         // plain data.
         let this = unsafe { self.get_unchecked_mut() };
         let _executor = this.executor.as_ref().map(enter_executor);
-        // SAFETY: as above.
-        unsafe { Pin::new_unchecked(&mut this.trace) }.enter();
+        // SAFETY: as above; the root frame is in the pinned body, and never changes.
+        unsafe { Pin::new_unchecked(&mut this.trace) }.enter(this.body.root_frame());
         // SAFETY: as above.
         unsafe { Pin::new_unchecked(&mut this.body) }.poll(cx)
     }
@@ -57,7 +64,7 @@ pub(crate) fn spawn_root<F>(
     make: impl FnOnce() -> (RootTrace, F),
 ) -> JoinHandle<F::Output>
 where
-    F: Future + Send + 'static,
+    F: RootBody + Send + 'static,
     F::Output: Send + 'static,
 {
     let keep = (!executor.is_thread_pool()).then(|| executor.clone());
@@ -73,6 +80,12 @@ where
 
 /// A framed future as a root body.
 pub(crate) struct FramedRoot<F>(pub(crate) Framed<F>);
+
+impl<F: Future> RootBody for FramedRoot<F> {
+    fn root_frame(&self) -> &Frame {
+        self.0.frame()
+    }
+}
 
 impl<F: Future> Future for FramedRoot<F> {
     type Output = F::Output;
@@ -101,18 +114,20 @@ mod traced {
     }
 
     impl RootTrace {
-        /// The trace of a task whose outermost frame is `frame`, spawned by the task running
-        /// on this thread (its parent in dumps).
-        pub(crate) fn new(frame: Frame) -> RootTrace {
+        /// The trace of a task spawned by the task running on this thread (its parent in
+        /// dumps).
+        #[inline]
+        pub(crate) fn new() -> RootTrace {
             RootTrace {
-                cell: TraceCell::new(frame),
+                cell: TraceCell::new(),
             }
         }
 
         /// The trace of a task shown in dumps under task `parent` rather than the spawner.
-        pub(crate) fn under(frame: Frame, parent: Option<u64>) -> RootTrace {
+        #[inline]
+        pub(crate) fn under(parent: Option<u64>) -> RootTrace {
             RootTrace {
-                cell: TraceCell::with_parent(frame, parent),
+                cell: TraceCell::with_parent(parent),
             }
         }
 
@@ -121,14 +136,15 @@ mod traced {
         /// stack, since the frames of that task are on it too and may have changed without
         /// any of its own being relinked.
         #[inline]
-        pub(crate) fn enter(self: Pin<&mut Self>) {
+        pub(crate) fn enter(self: Pin<&mut Self>, root: &Frame) {
             let this = self.into_ref().get_ref();
             if !this.cell.is_attached() {
-                // SAFETY: `cell` is pinned inside the root future (see `Root::poll`), so it
-                // stays in place until the future is dropped. (It is polled inside the executor
+                // SAFETY: `cell` and `root` (the body's frame) are pinned inside the root
+                // future (see `Root::poll`), so they stay in place until the future is dropped,
+                // and a spawned body's frame is never renamed. (It is polled inside the executor
                 // task it was spawned as, so there is a task to attach to; a root polled by
                 // hand, in a unit test, just has none.)
-                unsafe { trace::attach(&this.cell) };
+                unsafe { trace::attach(&this.cell, root) };
             }
             if inside_frame() {
                 note_relinked();
@@ -166,16 +182,16 @@ mod untraced {
     pub(crate) struct RootTrace;
 
     impl RootTrace {
-        pub(crate) fn new(_frame: Frame) -> RootTrace {
+        pub(crate) fn new() -> RootTrace {
             RootTrace
         }
 
-        pub(crate) fn under(_frame: Frame, _parent: Option<u64>) -> RootTrace {
+        pub(crate) fn under(_parent: Option<u64>) -> RootTrace {
             RootTrace
         }
 
         #[inline]
-        pub(crate) fn enter(self: Pin<&mut Self>) {}
+        pub(crate) fn enter(self: Pin<&mut Self>, _root: &Frame) {}
     }
 
     #[inline]

@@ -5,7 +5,6 @@ use super::context::{self, with_context};
 use super::root::{FramedRoot, RootTrace, spawn_root};
 use super::task::{Framed, Task};
 use crate::cancel::CancellationToken;
-use crate::trace::Frame;
 use coro_executor::{ExecutorHandle, JoinHandle};
 use std::any::Any;
 use std::borrow::Cow;
@@ -52,9 +51,7 @@ where
     if let Some(task) = (&mut slot as &mut dyn Any).downcast_mut::<Option<Task<F::Output>>>() {
         let mut task = task.take().expect("just filled");
         task.capture_context();
-        return spawn_root(executor, move || {
-            (RootTrace::new(task.frame().clone()), task)
-        });
+        return spawn_root(executor, move || (RootTrace::new(), task));
     }
     let fut = slot.take().expect("not taken above");
     // Made where it will live (see `spawn_root`); this runs before `spawn_root` returns, so the
@@ -63,10 +60,7 @@ where
         let name = std::any::type_name::<F>();
         let mut body = Framed::new(fut, Cow::Borrowed(name), location);
         body.capture_context();
-        // The root frame is made afresh rather than cloned from the body's, which was just
-        // written: reading it back stalled on store forwarding (a tenth of a spawn's time).
-        let frame = Frame::new(name, location);
-        (RootTrace::new(frame), FramedRoot(body))
+        (RootTrace::new(), FramedRoot(body))
     })
 }
 

@@ -294,6 +294,12 @@ pub(crate) fn poll_in_frame<F: Future + ?Sized>(
     poll
 }
 
+impl<T> super::root::RootBody for Task<T> {
+    fn root_frame(&self) -> &Frame {
+        self.frame()
+    }
+}
+
 impl<T> Future for Task<T> {
     type Output = T;
 

@@ -79,9 +79,7 @@ impl<T: Send + 'static> TaskWithExecutor<T> {
 
 fn launch<T: Send + 'static>(executor: &ExecutorHandle, mut task: Task<T>) -> JoinHandle<T> {
     task.capture_context();
-    spawn_root(executor, move || {
-        (RootTrace::new(task.frame().clone()), task)
-    })
+    spawn_root(executor, move || (RootTrace::new(), task))
 }
 
 impl<T: Send + 'static> Future for TaskWithExecutor<T> {
