@@ -16,8 +16,9 @@ With `--instructions` it instead counts instructions, which do not vary from run
 times do on a small shared machine: it builds `benches/examples/tracing_instructions.rs` both
 ways and runs each shape under `valgrind --tool=cachegrind` for 1 and for 3 rounds, so that
 the difference, divided by the operations in two rounds, is the count per operation without
-the process's start and end. It prints, per shape, instructions per operation traced and
-untraced and their ratio. Needs valgrind.
+the process's start and end. Each shape runs twice so: on a one-worker thread pool (what the
+executor benches run on) and inside `block_wait` on the main thread. It prints, per shape and
+place, instructions per operation traced and untraced and their ratio. Needs valgrind.
 
 The untraced build exists only for this measurement: it is the same code with the frame links,
 trace cells, stack publication and task states left out, and it is not a supported
@@ -81,10 +82,14 @@ INSTRUCTION_SHAPES = [
 ]
 
 
-def instructions(untraced: bool, shape: str, rounds: int) -> int:
+# Where `tracing_instructions` runs the shapes: (its argument, the column's title)
+PLACES = [(["pool"], "on a pool worker"), ([], "inside block_wait")]
+
+
+def instructions(untraced: bool, shape: str, rounds: int, place) -> int:
     binary = target_dir(untraced) / "release" / "examples" / "tracing_instructions"
     cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-           str(binary), shape, str(rounds)]
+           str(binary), shape, str(rounds)] + place
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stderr
     for line in out.splitlines():
         if "I   refs:" in line or "I refs:" in line:
@@ -97,17 +102,22 @@ def count_instructions() -> int:
         env = cargo_env(untraced)
         subprocess.run(["cargo", "build", "-q", "--release", "-p", "coro-benches", "--example",
                         "tracing_instructions"], cwd=WORKSPACE, env=env, check=True)
-    print("Instructions per operation (valgrind cachegrind; (3 rounds - 1 round) / 2 rounds).")
+    print("Instructions per operation (valgrind cachegrind; (3 rounds - 1 round) / 2 rounds), "
+          "traced / untraced = ratio.")
     print()
-    print("| shape | one operation | traced | untraced | traced / untraced |")
-    print("|---|---|---:|---:|---:|")
+    print("| shape | one operation | " + " | ".join(title for _, title in PLACES) + " |")
+    print("|---|---|" + "---:|" * len(PLACES))
     for shape, ops, what in INSTRUCTION_SHAPES:
-        per_op = []
-        for untraced in (False, True):
-            delta = instructions(untraced, shape, 3) - instructions(untraced, shape, 1)
-            per_op.append(delta / (2 * ops))
-        traced, untraced = per_op
-        print(f"| `{shape}` | {what} | {traced:.0f} | {untraced:.0f} | {traced / untraced:.2f} |")
+        cells = []
+        for place, _ in PLACES:
+            per_op = []
+            for untraced in (False, True):
+                delta = (instructions(untraced, shape, 3, place)
+                         - instructions(untraced, shape, 1, place))
+                per_op.append(delta / (2 * ops))
+            traced, untraced = per_op
+            cells.append(f"{traced:.0f} / {untraced:.0f} = **{traced / untraced:.2f}**")
+        print(f"| `{shape}` | {what} | " + " | ".join(cells) + " |")
     return 0
 
 

@@ -1,10 +1,16 @@
-//! Single-threaded workloads whose instruction counts `benches/tracing_cost.py --instructions`
-//! compares between the traced build and the `--cfg coro_untraced` one, under valgrind.
+//! Workloads whose instruction counts `benches/tracing_cost.py --instructions` compares between
+//! the traced build and the `--cfg coro_untraced` one, under valgrind.
 //!
-//! Usage: `tracing_instructions SHAPE ROUNDS`. Everything runs inside one `coro::block_wait` on
-//! the calling thread (no pool, so no worker spinning or stealing), which makes the count the
-//! same from run to run: what tracing adds per operation, without the scheduling noise that
-//! wall-clock ratios carry on a 2-core machine.
+//! Usage: `tracing_instructions SHAPE ROUNDS [pool]`. The rounds run one after another inside
+//! one task, so that nothing waits between them and the count is the same from run to run:
+//! what tracing adds per operation, without the scheduling noise that wall-clock ratios carry
+//! on a 2-core machine.
+//!
+//! - With `pool`, that task runs on a one-worker `ThreadPool`, which is what the executor
+//!   benches run on: every spawn and wake-up goes through the worker's run queue and next slot.
+//!   The main thread only waits in `block_wait`, and the worker is never idle until the end.
+//! - Without it, the task runs inside `coro::block_wait` on the calling thread: the same code
+//!   above the executor, under `block_wait`'s own queue.
 //!
 //! | shape | one round | operations |
 //! |---|---|---|
@@ -101,7 +107,7 @@ fn main() {
     let usage = || -> ! {
         let names: Vec<_> = SHAPES.iter().map(|(name, _)| *name).collect();
         eprintln!(
-            "usage: tracing_instructions SHAPE ROUNDS, SHAPE one of {}",
+            "usage: tracing_instructions SHAPE ROUNDS [pool], SHAPE one of {}",
             names.join(", ")
         );
         std::process::exit(2)
@@ -114,9 +120,20 @@ fn main() {
         .next()
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| usage());
-    coro::block_wait(Task::new(async move {
+    let on_pool = match args.next().as_deref() {
+        None => false,
+        Some("pool") => true,
+        Some(_) => usage(),
+    };
+    let task = Task::new(async move {
         for _ in 0..rounds {
             round(&shape).await;
         }
-    }));
+    });
+    if on_pool {
+        let pool = coro::ThreadPool::new(1).expect("a one-worker pool");
+        coro::block_wait(task.schedule_on(&pool));
+    } else {
+        coro::block_wait(task);
+    }
 }
