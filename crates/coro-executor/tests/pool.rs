@@ -206,9 +206,12 @@ fn cpu_bound_spread(workers: usize) {
     }
     go_tx.send(()).unwrap();
     let children = wait("parent task", parent).unwrap();
+    // On a loaded machine a 2 ms poll can take past the handoff threshold in wall time, and
+    // a helper may then run some of the tasks too: only the workers' names are compared.
     let names: BTreeSet<String> = children
         .into_iter()
         .map(|h| wait("cpu-bound task", h).unwrap())
+        .filter(|name| !name.contains("-helper-"))
         .collect();
     assert_eq!(
         names,

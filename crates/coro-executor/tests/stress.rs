@@ -1295,7 +1295,10 @@ fn stress_mixed_workload_accounts_for_every_task() {
     let panicked = stats.panicked.load(SeqCst);
     let yields = stats.yields.load(SeqCst);
     let polls: u64 = metrics.iter().map(PoolMetrics::total_polls).sum();
-    let to_back: u64 = metrics.iter().map(|m| sum(m, |w| w.yielded_to_back)).sum();
+    let to_back: u64 = metrics
+        .iter()
+        .map(|m| sum(m, |w| w.yielded_to_back) + m.helpers.yielded_to_back)
+        .sum();
     assert!(
         polls >= completed + panicked + yields,
         "{polls} polls for {completed} completed and {panicked} panicked tasks and {yields} \

@@ -25,6 +25,7 @@ pub struct ThreadPoolBuilder {
     pub(crate) thread_name: String,
     pub(crate) max_blocking_threads: usize,
     pub(crate) blocking_keep_alive: Duration,
+    pub(crate) handoff_after: Duration,
 }
 
 impl Default for ThreadPoolBuilder {
@@ -34,6 +35,7 @@ impl Default for ThreadPoolBuilder {
             thread_name: "coro-worker".to_owned(),
             max_blocking_threads: 512,
             blocking_keep_alive: Duration::from_secs(10),
+            handoff_after: super::handoff::DEFAULT_HANDOFF_AFTER,
         }
     }
 }
@@ -62,8 +64,9 @@ impl ThreadPoolBuilder {
     }
 
     /// Prefix of the threads' names: workers are `{name}-{index}`, blocking threads
-    /// `{name}-blocking-{n}`, and the monitor of a pool of two or more workers (it wakes an
-    /// idle worker for an [`Offer`](crate::Offer) that stays posted) `{name}-monitor`.
+    /// `{name}-blocking-{n}`, the monitor (it wakes an idle worker for an
+    /// [`Offer`](crate::Offer) that stays posted and hands off work held up behind a long poll)
+    /// `{name}-monitor`, and the helpers it starts for that `{name}-helper-{n}`.
     ///
     /// ```
     /// let pool = coro_executor::ThreadPool::builder().worker_threads(1).thread_name("io").build().unwrap();
@@ -101,6 +104,41 @@ impl ThreadPoolBuilder {
     /// ```
     pub fn blocking_keep_alive(mut self, keep_alive: Duration) -> Self {
         self.blocking_keep_alive = keep_alive;
+        self
+    }
+
+    /// How long one poll may hold up its worker before the work queued behind it is handed to
+    /// the others (default 10 ms, as Go's sysmon).
+    ///
+    /// The pool's monitor thread watches every worker. When one poll runs this long (a
+    /// `std::thread::sleep`, a blocking call, a long computation) while tasks wait in that
+    /// worker's next slot or queue, the monitor moves the next-slot task to the global queue
+    /// and wakes a parked worker to steal the rest; if every worker is busy it starts a helper
+    /// thread (at most one per worker at a time) that runs the waiting tasks and exits once it
+    /// finds none. Nothing queued waits behind a blocking poll, and no `block_in_place` is
+    /// needed. `Duration::MAX` turns handoff off.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let pool = coro_executor::ThreadPool::builder()
+    ///     .worker_threads(1)
+    ///     .handoff_after(Duration::from_millis(5))
+    ///     .build()
+    ///     .unwrap();
+    /// // One worker, blocked for 100 ms by its first task; the second runs meanwhile on a helper.
+    /// let started = std::time::Instant::now();
+    /// let blocked = pool.spawn(async {
+    ///     let quick = coro_executor::spawn(async { std::time::Instant::now() });
+    ///     std::thread::sleep(Duration::from_millis(100));
+    ///     quick
+    /// });
+    /// let quick = futures::executor::block_on(blocked).unwrap();
+    /// let ran_at = futures::executor::block_on(quick).unwrap();
+    /// assert!(ran_at - started < Duration::from_millis(90));
+    /// ```
+    pub fn handoff_after(mut self, after: Duration) -> Self {
+        self.handoff_after = after;
         self
     }
 

@@ -58,8 +58,17 @@
 //!   - `loom_protocol_busy_worker_schedules_locally`: the work is not in the global queue but in
 //!     a busy worker's next slot and local queue (`Worker::schedule_local`, replayed by the main
 //!     thread, which then runs its next slot and stays busy); the other worker must steal and
-//!     run what waits in the local queue. (A task alone in a busy worker's next slot is not
-//!     announced, by design: its worker runs it next.)
+//!     run what waits in the local queue.
+//!   - `loom_protocol_next_slot_alone_other_{asleep,searching,running}`: a worker inside a poll
+//!     that never returns schedules one task, which lands alone in its next slot; the push
+//!     announces it (Go's `wakep`), and the other worker, whether asleep, searching or running
+//!     out of work, takes it from the next slot once the owner stays in its poll through the
+//!     grace period (or finds it in its last-searcher rescan): never stranded, run once.
+//!   - `loom_handoff_wakes_a_parked_worker` (exhaustive), `loom_handoff_races_a_searcher`: the
+//!     monitor's handoff of a worker stuck with an unannounced task in its next slot moves it to
+//!     the global queue and wakes the parked worker, or races a searcher that takes it from the
+//!     next slot: run exactly once either way; `loom_handoff_every_worker_busy_asks_for_a_helper`:
+//!     with every worker busy the handoff asks for a helper and leaves the task globally queued.
 //! - Task list (`tasks.rs`), with wakers that count their wakes and drops:
 //!   - `loom_tasks_insert_races_close`: an inserted waker is returned by `close` exactly once,
 //!     or `insert` gives the value back unused (and then `make` never ran); after `close`,
@@ -106,10 +115,11 @@
 //! wake-up: every thread blocked); loom's deadlock panic aborts the test binary, so run a single
 //! model by name to see which.
 
+use super::handoff;
 use super::monitor::{self, Look};
 use super::offer::{Offer, OfferPtr, OfferSlot};
 use super::queue::{self, CAPACITY, Local};
-use super::shared::{Remote, Shared};
+use super::shared::{Remote, Shared, wait_next_slot_grace};
 use super::worker::SEARCH_PASSES;
 use super::{park::Parker, tasks::TaskList};
 use crate::blocking::BlockingPool;
@@ -566,7 +576,8 @@ impl ModelWorker {
         self.shared.inject.pop().ok()
     }
 
-    /// `Worker::run_task`: the last searcher to find work wakes another worker.
+    /// `Worker::run_task`: the last searcher to find work wakes another worker; the poll
+    /// counter moves before the poll.
     fn run_task(&mut self, task: Runnable) {
         if self.is_searching {
             self.is_searching = false;
@@ -574,6 +585,7 @@ impl ModelWorker {
                 self.shared.notify_parked();
             }
         }
+        self.shared.remotes[self.index].counters.polls.add(1);
         task.run();
     }
 
@@ -583,8 +595,9 @@ impl ModelWorker {
     }
 
     /// `Worker::search`: become a searcher (if at most half search), then steal from each victim
-    /// (its next slot on the last pass only) or take a reference to its posted offer, and try the
-    /// global queue, `SEARCH_PASSES` times.
+    /// or take a reference to its posted offer, and try the global queue, `SEARCH_PASSES`
+    /// times; last, take a victim's next slot if its owner stayed in the same poll through the
+    /// grace period.
     fn search(&mut self) -> Option<Found> {
         if !self.is_searching {
             if !self.shared.idle.try_start_searching() {
@@ -594,17 +607,15 @@ impl ModelWorker {
         }
         let remotes = &self.shared.remotes;
         let n = remotes.len();
-        for pass in 0..SEARCH_PASSES {
-            let last_pass = pass + 1 == SEARCH_PASSES;
+        let mut held_next = None;
+        for _ in 0..SEARCH_PASSES {
             for i in 1..n {
                 let victim = (self.index + i) % n;
                 if let Some((task, _)) = remotes[victim].steal.steal_into(&mut self.local) {
                     return Some(Found::Task(task));
                 }
-                if last_pass {
-                    if let Some(task) = remotes[victim].take_next() {
-                        return Some(Found::Task(task));
-                    }
+                if held_next.is_none() && remotes[victim].has_next() {
+                    held_next = Some((victim, remotes[victim].owner_polls()));
                 }
                 if let Some(offer) = remotes[victim].offer.get() {
                     return Some(Found::Offer(offer));
@@ -614,7 +625,12 @@ impl ModelWorker {
                 return Some(Found::Task(task));
             }
         }
-        None
+        let (victim, polls) = held_next?;
+        wait_next_slot_grace();
+        if remotes[victim].owner_polls() != polls {
+            return None;
+        }
+        remotes[victim].take_next().map(Found::Task)
     }
 
     /// `Worker::park`: record the park (rescanning every queue if this was the last searcher or
@@ -732,7 +748,8 @@ fn counted_task(shared: &Arc<Shared>, ran: &Arc<AtomicUsize>, total: usize) -> R
 }
 
 /// `Worker::schedule_local` (a task woken, not yielded, by the running task) with
-/// `Worker::push_back`, for worker `index`, busy and not searching, whose local queue is `local`.
+/// `Worker::push_back`, for worker `index`, busy and not searching, whose local queue is `local`:
+/// every push wakes a parked worker if nobody searches (Go's `wakep` after `runqput`).
 fn schedule_local_busy(
     shared: &Shared,
     index: usize,
@@ -746,9 +763,7 @@ fn schedule_local_busy(
             }
         });
     }
-    if !local.is_empty() {
-        shared.notify_parked();
-    }
+    shared.notify_parked();
 }
 
 /// Makes the setup's idle bookkeeping match `starts`, as the workers' own earlier calls would
@@ -807,8 +822,8 @@ fn loom_protocol_both_park() {
 #[test]
 fn loom_protocol_busy_worker_schedules_locally() {
     // Worker 1 (the model's main thread) is busy in a long task that wakes two tasks: the first
-    // goes to its next slot (no notify: worker 1 runs it itself next, as Go's runnext), the
-    // second displaces it into the local queue, which notifies. Then worker 1 serves its next
+    // goes to its next slot, the second displaces it into the local queue; each push notifies
+    // (Go's `wakep` after `runqput`). Then worker 1 serves its next
     // slot (`Worker::next_task`) and that task runs long too: whatever waits in worker 1's local
     // queue can only be run by worker 0 (awake, not searching at first), which must get it.
     model(|| {
@@ -839,6 +854,124 @@ fn loom_protocol_busy_worker_schedules_locally() {
             "the tasks did not run exactly once each"
         );
         assert!(busy_local.is_empty() && !shared.remotes[1].has_next());
+    });
+}
+
+/// Worker 1 (the model's main thread) is inside a poll that never returns, and schedules one
+/// task, which lands alone in its next slot; worker 0 starts as `start` says. Worker 1 never
+/// runs its next slot, so only worker 0 can run the task: the push must wake it (or a searcher
+/// must find the task), and worker 0 must take it from the next slot once worker 1 stays in
+/// its poll through the grace period. A stranded task leaves worker 0 parked for ever: a loom
+/// deadlock.
+fn next_slot_alone_model(start: Start) {
+    let (shared, mut locals) = new_shared(2);
+    let mut busy_local = locals.pop().expect("two workers");
+    setup_idle(&shared, [start, Start::Busy]);
+    let (searching, asleep) = match start {
+        Start::Running { searching } => (searching, false),
+        Start::Asleep => (false, true),
+        Start::Busy => unreachable!("worker 0 must be able to run the task"),
+    };
+    let worker = ModelWorker {
+        shared: shared.clone(),
+        index: 0,
+        local: locals.pop().expect("two workers"),
+        is_searching: searching,
+    };
+    let worker = thread::spawn(move || worker.run(asleep));
+
+    let ran = Arc::new(AtomicUsize::new(0));
+    schedule_local_busy(&shared, 1, &mut busy_local, counted_task(&shared, &ran, 1));
+    // ... and worker 1's poll goes on for ever: it never looks at its queues again.
+    worker.join().unwrap();
+    assert_eq!(ran.load(Relaxed), 1, "the task did not run exactly once");
+}
+
+#[test]
+fn loom_protocol_next_slot_alone_other_asleep() {
+    model(|| next_slot_alone_model(Start::Asleep));
+}
+
+#[test]
+fn loom_protocol_next_slot_alone_other_searching() {
+    model(|| next_slot_alone_model(Start::Running { searching: true }));
+}
+
+#[test]
+fn loom_protocol_next_slot_alone_other_running() {
+    model(|| next_slot_alone_model(Start::Running { searching: false }));
+}
+
+/// The monitor's handoff (`handoff::hand_off`) for worker 1, stuck in a poll with a task in its
+/// next slot that nobody was woken for, while worker 0 starts as `start` says: the task runs
+/// exactly once, whether the handoff moves it to the global queue (and wakes worker 0) or
+/// worker 0, searching, takes it from the next slot first; and a helper is asked for only if
+/// nobody could be woken and nobody searches.
+fn handoff_model(start: Start) {
+    let (shared, mut locals) = new_shared(2);
+    setup_idle(&shared, [start, Start::Busy]);
+    let (searching, asleep) = match start {
+        Start::Running { searching } => (searching, false),
+        Start::Asleep => (false, true),
+        Start::Busy => unreachable!("worker 0 must be able to run the task"),
+    };
+    let worker = ModelWorker {
+        shared: shared.clone(),
+        index: 0,
+        local: locals.remove(0),
+        is_searching: searching,
+    };
+    let ran = Arc::new(AtomicUsize::new(0));
+    // Put there unannounced, as if its announcement had gone to a searcher that missed it.
+    assert!(
+        shared.remotes[1]
+            .put_next(counted_task(&shared, &ran, 1))
+            .is_none()
+    );
+    let worker = thread::spawn(move || worker.run(asleep));
+
+    let wants_helper = handoff::hand_off(&shared, 1);
+    worker.join().unwrap();
+    assert_eq!(ran.load(Relaxed), 1, "the task did not run exactly once");
+    if asleep {
+        assert!(!wants_helper, "a parked worker was there to wake");
+    }
+}
+
+#[test]
+fn loom_handoff_wakes_a_parked_worker() {
+    model_exhaustive(|| handoff_model(Start::Asleep));
+}
+
+#[test]
+fn loom_handoff_races_a_searcher() {
+    model(|| handoff_model(Start::Running { searching: true }));
+}
+
+#[test]
+fn loom_handoff_every_worker_busy_asks_for_a_helper() {
+    // Both workers stuck in polls: nobody to wake, nobody searching; the handoff moves the
+    // next-slot task to the global queue and asks for a helper.
+    model(|| {
+        let (shared, _locals) = new_shared(2);
+        setup_idle(&shared, [Start::Busy, Start::Busy]);
+        let ran = Arc::new(AtomicUsize::new(0));
+        assert!(
+            shared.remotes[1]
+                .put_next(counted_task(&shared, &ran, 1))
+                .is_none()
+        );
+        assert!(
+            handoff::hand_off(&shared, 1),
+            "every worker is busy: a helper is needed"
+        );
+        assert!(!shared.remotes[1].has_next());
+        let task = shared
+            .inject
+            .pop()
+            .expect("the handoff queues the task globally");
+        task.run();
+        assert_eq!(ran.load(Relaxed), 1);
     });
 }
 

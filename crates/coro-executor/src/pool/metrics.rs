@@ -34,27 +34,45 @@ pub struct PoolMetrics {
     pub blocking_threads: usize,
     /// Blocking tasks queued and not yet started.
     pub blocking_queue_depth: usize,
+    /// Helper threads the monitor started so far, for work queued behind a poll that held up
+    /// its worker while every worker was busy (see
+    /// [`ThreadPoolBuilder::handoff_after`](crate::ThreadPoolBuilder::handoff_after)).
+    pub helpers_started: u64,
+    /// The counters of every helper (those threads run on the pool's spare slots) added
+    /// together; not in `workers`, but counted in the `total_` sums.
+    pub helpers: WorkerMetrics,
 }
 
 impl PoolMetrics {
-    /// Polls over all workers.
+    /// Polls over all workers and helpers.
     ///
     /// ```
     /// let pool = coro_executor::ThreadPool::new(1).unwrap();
     /// assert_eq!(pool.metrics().total_polls(), 0);
     /// ```
     pub fn total_polls(&self) -> u64 {
-        self.workers.iter().map(|w| w.polls).sum()
+        self.workers.iter().map(|w| w.polls).sum::<u64>() + self.helpers.polls
     }
 
-    /// Tasks stolen over all workers.
+    /// Tasks stolen over all workers and helpers.
     ///
     /// ```
     /// let pool = coro_executor::ThreadPool::new(1).unwrap();
     /// assert_eq!(pool.metrics().total_stolen(), 0);
     /// ```
     pub fn total_stolen(&self) -> u64 {
-        self.workers.iter().map(|w| w.stolen_tasks).sum()
+        self.workers.iter().map(|w| w.stolen_tasks).sum::<u64>() + self.helpers.stolen_tasks
+    }
+
+    /// Handoffs over all workers and helpers: times the monitor found a worker held up in one poll with
+    /// work queued behind it, and made that work available to the others.
+    ///
+    /// ```
+    /// let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// assert_eq!(pool.metrics().total_handoffs(), 0);
+    /// ```
+    pub fn total_handoffs(&self) -> u64 {
+        self.workers.iter().map(|w| w.handoffs).sum::<u64>() + self.helpers.handoffs
     }
 }
 
@@ -95,6 +113,12 @@ pub struct WorkerMetrics {
     /// Times this worker, idle, took from an offer another worker had posted
     /// ([`offer_while`](crate::offer_while)).
     pub offers_taken: u64,
+    /// Tasks this worker, searching, took from another's next slot, whose owner had stayed in
+    /// one poll through the grace period (also counted in `stolen_tasks`).
+    pub next_slot_steals: u64,
+    /// Times the monitor found this worker held up in one poll with work queued behind it and
+    /// handed that work to the others.
+    pub handoffs: u64,
     /// Tasks in this worker's local queue (plus its next slot) right now.
     pub local_queue_depth: usize,
 }
@@ -113,6 +137,9 @@ pub(crate) struct WorkerCounters {
     pub(crate) overflows: Counter,
     pub(crate) parks: Counter,
     pub(crate) offers_taken: Counter,
+    pub(crate) next_slot_steals: Counter,
+    /// Written by the monitor only.
+    pub(crate) handoffs: Counter,
 }
 
 /// A counter with a single writer.
@@ -132,6 +159,26 @@ impl Counter {
     }
 }
 
+impl WorkerMetrics {
+    /// Adds `other`'s counts and depth to these (to sum the helpers' slots).
+    pub(crate) fn add(&mut self, other: &WorkerMetrics) {
+        self.polls += other.polls;
+        self.next_slot_polls += other.next_slot_polls;
+        self.next_slot_capped += other.next_slot_capped;
+        self.yielded_to_back += other.yielded_to_back;
+        self.global_first_polls += other.global_first_polls;
+        self.global_polls += other.global_polls;
+        self.steal_operations += other.steal_operations;
+        self.stolen_tasks += other.stolen_tasks;
+        self.overflows += other.overflows;
+        self.parks += other.parks;
+        self.offers_taken += other.offers_taken;
+        self.next_slot_steals += other.next_slot_steals;
+        self.handoffs += other.handoffs;
+        self.local_queue_depth += other.local_queue_depth;
+    }
+}
+
 impl WorkerCounters {
     pub(crate) fn snapshot(&self, local_queue_depth: usize) -> WorkerMetrics {
         WorkerMetrics {
@@ -146,6 +193,8 @@ impl WorkerCounters {
             overflows: self.overflows.get(),
             parks: self.parks.get(),
             offers_taken: self.offers_taken.get(),
+            next_slot_steals: self.next_slot_steals.get(),
+            handoffs: self.handoffs.get(),
             local_queue_depth,
         }
     }

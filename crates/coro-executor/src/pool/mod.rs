@@ -7,11 +7,14 @@
 //! - `idle`: who searches and who sleeps, and so whom to wake;
 //! - `park`: how a worker sleeps;
 //! - `offer`: work a busy worker makes available to idle ones without spawning it;
-//! - `monitor`: the thread that wakes a parked worker for an offer that stays posted;
+//! - `monitor`: the thread that wakes a parked worker for an offer that stays posted, and
+//!   watches for polls that hold up their worker;
+//! - `handoff`: what it does then: hand the queued work to others, or to a helper thread;
 //! - `tasks`: the live-task list that shutdown drains;
 //! - `metrics`, `builder`: the public snapshot and configuration types.
 
 mod builder;
+mod handoff;
 mod idle;
 #[cfg(all(test, loom))]
 mod loom_tests;
@@ -120,18 +123,27 @@ impl ThreadPool {
                 kind: BuildErrorKind::NoBlockingThreads,
             });
         }
-        let (locals, remotes): (Vec<_>, Vec<_>) = (0..workers)
+        // One queue per worker, then one per spare slot for handoff helpers (as many as workers).
+        let (mut locals, remotes): (Vec<_>, Vec<_>) = (0..2 * workers)
             .map(|_| {
                 let (local, steal) = queue::local();
                 (local, Remote::new(steal))
             })
             .unzip();
+        let spare_locals = locals.split_off(workers);
+        let helpers = handoff::Helpers::new(workers, spare_locals, config.thread_name.clone());
         let blocking = BlockingPool::new(
             format!("{}-blocking", config.thread_name),
             config.max_blocking_threads,
             config.blocking_keep_alive,
         );
-        let shared = Arc::new(Shared::new(remotes.into_boxed_slice(), blocking));
+        let shared = Arc::new(Shared::with_spares(
+            remotes.into_boxed_slice(),
+            workers,
+            helpers,
+            blocking,
+            config.handoff_after,
+        ));
         {
             let mut pools = POOLS.lock().unwrap();
             pools.retain(|p| p.strong_count() > 0);
@@ -156,8 +168,7 @@ impl ThreadPool {
                 }
             }
         }
-        if workers > 1 {
-            // With one worker there is nobody to take an offer, so nothing to monitor.
+        {
             let shared = shared.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("{}-monitor", config.thread_name))
@@ -224,7 +235,7 @@ impl ThreadPool {
     /// assert_eq!(coro_executor::ThreadPool::new(3).unwrap().worker_threads(), 3);
     /// ```
     pub fn worker_threads(&self) -> usize {
-        self.shared.remotes.len()
+        self.shared.workers
     }
 
     /// A snapshot of the pool's counters and queue depths.
@@ -239,10 +250,9 @@ impl ThreadPool {
         let shared = &self.shared;
         let (blocking_threads, blocking_queue_depth) = shared.blocking.stats();
         PoolMetrics {
-            workers: shared
-                .remotes
+            workers: shared.remotes[..shared.workers]
                 .iter()
-                .map(|r| r.counters.snapshot(r.steal.len() + r.has_next() as usize))
+                .map(Remote::snapshot)
                 .collect(),
             global_queue_depth: shared.inject.len(),
             live_tasks: shared.tasks.live(),
@@ -250,6 +260,14 @@ impl ThreadPool {
             max_searching_workers: shared.idle.max_searching(),
             blocking_threads,
             blocking_queue_depth,
+            helpers_started: shared.helpers.started(),
+            helpers: shared.remotes[shared.workers..].iter().fold(
+                WorkerMetrics::default(),
+                |mut sum, r| {
+                    sum.add(&r.snapshot());
+                    sum
+                },
+            ),
         }
     }
 
@@ -283,6 +301,8 @@ impl Drop for ThreadPool {
                 let _ = thread.join();
             }
         }
+        // The monitor is joined: no helper starts any more.
+        self.shared.helpers.join_all();
         self.shared.finish_shutdown();
     }
 }

@@ -1,5 +1,6 @@
-//! The monitor: a pool thread that wakes a parked worker for an offer that stays posted (Go's
-//! sysmon, reduced to that one duty).
+//! The monitor: a pool thread that wakes a parked worker for an offer that stays posted, and
+//! hands off the work queued behind a poll that holds up its worker (Go's sysmon, reduced to
+//! those two duties; the second is `handoff.rs`).
 //!
 //! Posting an [`Offer`](super::offer::Offer) wakes nobody, and costs no memory barrier, so that
 //! short stretches of inline work cost nothing but their bookkeeping. Someone must still notice
@@ -9,15 +10,18 @@
 //! policy: only if nobody is searching). The period starts at [`MIN_PERIOD`] and doubles after
 //! every look that woke nobody, up to [`MAX_PERIOD`] while offers are being posted and up to
 //! [`QUIET_PERIOD`] after [`QUIET_LOOKS`] looks without any, so a busy pool costs this thread at
-//! most one wake-up per `QUIET_PERIOD` when it posts no offers. While every worker is parked,
-//! no offer can be posted: the monitor then sleeps until a worker is woken (the waker wakes it
-//! too, see `Idle::monitor_may_sleep`), so an idle pool costs nothing.
+//! most one wake-up per `QUIET_PERIOD` when it posts no offers (the period never exceeds the
+//! handoff threshold, so a held-up poll is noticed within about twice that threshold). While
+//! every worker is parked (and no helper runs), no offer can be posted and no poll can be held
+//! up: the monitor then sleeps until a worker is woken (the waker wakes it too, see
+//! `Idle::monitor_may_sleep`), so an idle pool costs nothing.
 
+use super::handoff::{self, Watch};
 use super::offer::OfferSlot;
 use super::park::Parker;
 use super::shared::Shared;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The shortest period between looks: how soon a stuck offer is noticed while offers are
 /// being taken.
@@ -96,6 +100,9 @@ pub(crate) fn look(shared: &Shared, last: &mut [usize]) -> Look {
 /// If every worker of `shared` is parked, sleeps until one is woken (or the pool shuts down)
 /// and returns true; returns false at once otherwise.
 pub(crate) fn sleep_while_all_parked(shared: &Shared) -> bool {
+    if shared.helpers.any_running() {
+        return false;
+    }
     let sleeps = shared.idle.monitor_may_sleep();
     if sleeps {
         shared.monitor.parker.park();
@@ -108,24 +115,34 @@ pub(crate) fn sleep_while_all_parked(shared: &Shared) -> bool {
 pub(crate) fn run(shared: Arc<Shared>) {
     let _ = shared.monitor.thread.set(std::thread::current());
     let mut last = vec![0; shared.remotes.len()];
+    let mut watches = vec![Watch::new(Instant::now()); shared.remotes.len()];
+    // Looks at least this often, so that a held-up poll is noticed within twice the threshold.
+    let longest = QUIET_PERIOD.min(shared.handoff_after).max(MIN_PERIOD);
     let mut period = MIN_PERIOD;
     let mut quiet_looks = 0;
     while !shared.is_shutdown() {
         if quiet_looks >= QUIET_LOOKS && sleep_while_all_parked(&shared) {
             quiet_looks = 0;
             period = MIN_PERIOD;
+            // Whatever was seen before the sleep is stale: every worker has parked since.
+            watches.fill(Watch::new(Instant::now()));
         } else {
             // Cut short by shutdown (or, harmlessly, by a spurious wake-up: one early look).
             std::thread::park_timeout(period);
         }
         let seen = look(&shared, &mut last);
-        quiet_looks = if seen.posted { 0 } else { quiet_looks + 1 };
-        period = if seen.notified {
+        let handed = handoff::look(&shared, &mut watches, Instant::now(), shared.handoff_after);
+        quiet_looks = if seen.posted || handed > 0 {
+            0
+        } else {
+            quiet_looks + 1
+        };
+        period = if seen.notified || handed > 0 {
             MIN_PERIOD
         } else if quiet_looks >= QUIET_LOOKS {
-            (period * 2).min(QUIET_PERIOD)
+            (period * 2).min(longest)
         } else {
-            (period * 2).min(MAX_PERIOD)
+            (period * 2).min(MAX_PERIOD.min(longest))
         };
     }
 }

@@ -101,7 +101,7 @@ pub fn offer_while<O: Offer, R>(offer: &Arc<O>, f: impl FnOnce() -> R) -> R {
     let pointer: *const O = Arc::as_ptr(offer);
     let pointer: *const dyn Offer = pointer;
     let posted = super::worker::with_current_worker(|shared, index| {
-        if shared.remotes.len() < 2 {
+        if shared.workers < 2 {
             return None;
         }
         let slot = &shared.remotes[index].offer;

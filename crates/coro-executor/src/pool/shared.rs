@@ -1,5 +1,6 @@
 //! State shared by a pool's workers and everyone who schedules onto it.
 
+use super::handoff::Helpers;
 use super::idle::Idle;
 use super::metrics::WorkerCounters;
 use super::monitor::Monitor;
@@ -19,6 +20,7 @@ use concurrent_queue::ConcurrentQueue;
 use std::future::Future;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The schedule function of every pool task. Zero-sized (the pool is in the task's header), so
 /// that async-task calls it without pinning the task with a temporary reference first.
@@ -53,7 +55,32 @@ pub(crate) struct Remote {
     pub(crate) offer: OfferSlot,
 }
 
+/// How long a task must wait in the next slot of a worker that stays in one poll before a
+/// searcher takes it (Go's `runqgrab` sleeps 3 µs before stealing `runnext`): the owner
+/// usually woke that task just before finishing its poll, and runs it next.
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) const NEXT_SLOT_GRACE: Duration = Duration::from_micros(3);
+
+/// Waits [`NEXT_SLOT_GRACE`] (in a loom model: lets the other threads move).
+pub(crate) fn wait_next_slot_grace() {
+    #[cfg(loom)]
+    crate::loom::thread::yield_now();
+    #[cfg(not(loom))]
+    {
+        let start = std::time::Instant::now();
+        while start.elapsed() < NEXT_SLOT_GRACE {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 impl Remote {
+    /// The owner's poll counter: it moves whenever the owner starts a poll, so a value that
+    /// stays the same over a while means one poll running that long.
+    pub(crate) fn owner_polls(&self) -> u64 {
+        self.counters.polls.get()
+    }
+
     pub(crate) fn new(steal: queue::Steal<Runnable>) -> Remote {
         Remote {
             steal,
@@ -62,6 +89,12 @@ impl Remote {
             counters: WorkerCounters::default(),
             offer: OfferSlot::new(),
         }
+    }
+
+    /// This slot's counters and queue depth, for [`PoolMetrics`](super::PoolMetrics).
+    pub(crate) fn snapshot(&self) -> super::WorkerMetrics {
+        self.counters
+            .snapshot(self.steal.len() + self.has_next() as usize)
     }
 
     pub(crate) fn has_next(&self) -> bool {
@@ -98,7 +131,10 @@ impl Drop for Remote {
 }
 
 pub(crate) struct Shared {
+    /// One per worker (`0..workers`), then one per spare slot for handoff helpers.
     pub(crate) remotes: Box<[Remote]>,
+    /// The number of workers: the remotes before the spare slots.
+    pub(crate) workers: usize,
     /// The global queue: spawns from outside the pool, wake-ups from other threads, overflow.
     pub(crate) inject: ConcurrentQueue<Runnable>,
     pub(crate) idle: Idle,
@@ -106,19 +142,47 @@ pub(crate) struct Shared {
     pub(crate) blocking: BlockingPool,
     /// Wakes a parked worker for an offer that stays posted (`monitor.rs`).
     pub(crate) monitor: Monitor,
+    /// Threads started on the spare slots for work stuck behind a long poll (`handoff.rs`).
+    pub(crate) helpers: Helpers,
+    /// How long a poll may hold up its worker's queue before the monitor hands the queue off.
+    pub(crate) handoff_after: Duration,
     shutdown: AtomicBool,
 }
 
 impl Shared {
+    /// The shared state of a pool whose workers are `remotes` (no spare slots: no helper can
+    /// start), with the default handoff threshold: for the loom models.
+    #[cfg(loom)]
     pub(crate) fn new(remotes: Box<[Remote]>, blocking: BlockingPool) -> Shared {
         let workers = remotes.len();
+        Shared::with_spares(
+            remotes,
+            workers,
+            Helpers::new(workers, Vec::new(), String::new()),
+            blocking,
+            super::handoff::DEFAULT_HANDOFF_AFTER,
+        )
+    }
+
+    /// The shared state of a pool whose first `workers` remotes are workers and the rest the
+    /// spare slots of `helpers`.
+    pub(crate) fn with_spares(
+        remotes: Box<[Remote]>,
+        workers: usize,
+        helpers: Helpers,
+        blocking: BlockingPool,
+        handoff_after: Duration,
+    ) -> Shared {
         Shared {
             remotes,
+            workers,
             inject: ConcurrentQueue::unbounded(),
             idle: Idle::new(workers),
             tasks: TaskList::new(workers),
             blocking,
             monitor: Monitor::new(),
+            helpers,
+            handoff_after,
             shutdown: AtomicBool::new(false),
         }
     }
@@ -181,20 +245,26 @@ impl Shared {
     /// Queues a task from outside the pool's workers (or a worker of another pool).
     pub(crate) fn schedule_remote(&self, runnable: Runnable) {
         match self.inject.push(runnable) {
-            Ok(()) => self.notify_parked(),
+            Ok(()) => {
+                self.notify_parked();
+            }
             // Closed by shutdown: dropping the runnable drops the task, exactly once.
             Err(closed) => drop(closed.into_inner()),
         }
     }
 
     /// Wakes a parked worker if the policy says one should help: nobody is searching and someone
-    /// is parked.
-    pub(crate) fn notify_parked(&self) {
-        if let Some(notify) = self.idle.worker_to_notify() {
-            self.remotes[notify.worker].parker.unpark();
-            if notify.monitor {
-                self.monitor.wake();
+    /// is parked. Returns whether one was woken.
+    pub(crate) fn notify_parked(&self) -> bool {
+        match self.idle.worker_to_notify() {
+            Some(notify) => {
+                self.remotes[notify.worker].parker.unpark();
+                if notify.monitor {
+                    self.monitor.wake();
+                }
+                true
             }
+            None => false,
         }
     }
 
@@ -205,14 +275,30 @@ impl Shared {
         // and its read of the idle state, and the parker fences between its update of that
         // state and these reads, so at least one of them sees the other (store buffering).
         fence(SeqCst);
-        let pending = !self.inject.is_empty()
-            || self
-                .remotes
-                .iter()
-                .any(|r| !r.steal.is_empty() || r.has_next());
-        if pending {
+        let queued = !self.inject.is_empty() || self.remotes.iter().any(|r| !r.steal.is_empty());
+        if queued || self.next_slot_held_up() {
             self.notify_parked();
         }
+    }
+
+    /// Whether a task waits in a next slot whose owner stays in one poll through the grace
+    /// period. A task in a next slot is its owner's to run as soon as the poll it is in ends;
+    /// waking a worker for it pays only if that poll goes on (a searcher then steals it, see
+    /// `Worker::search`), and waking one for every next slot of a worker that keeps its tasks
+    /// ping-ponging would wake a worker just to park it again.
+    fn next_slot_held_up(&self) -> bool {
+        let held: Vec<(&Remote, u64)> = self
+            .remotes
+            .iter()
+            .filter(|r| r.has_next())
+            .map(|r| (r, r.owner_polls()))
+            .collect();
+        if held.is_empty() {
+            return false;
+        }
+        wait_next_slot_grace();
+        held.into_iter()
+            .any(|(r, polls)| r.has_next() && r.owner_polls() == polls)
     }
 
     /// Starts shutdown: no new work is accepted, and every worker is woken to see it.

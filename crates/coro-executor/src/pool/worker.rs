@@ -5,14 +5,19 @@
 //! 2. the next slot, at most 3 times in a row (a task and the one it wakes ping-pong without
 //!    queueing, but cannot monopolise the worker);
 //! 3. the local queue, then the global queue;
-//! 4. searching: steal half of a random victim's queue (victims' next slots on the last pass
-//!    only) or take from its posted offer, then the global queue, for a bounded number of
-//!    passes (one);
+//! 4. searching: steal half of a random victim's queue or take from its posted offer, then the
+//!    global queue, for a bounded number of passes (one); then a victim's next slot, if its
+//!    owner stayed in the same poll through a short grace period (Go's `runqsteal` with
+//!    `stealRunNextG`);
 //! 5. park, rescanning every queue first if this worker was the last searcher or the last awake.
+//!
+//! Every task pushed onto a worker's queue or next slot wakes a parked worker if nobody is
+//! searching (Go's `wakep` after `runqput`); a helper (`handoff.rs`) runs the same loop but
+//! exits where a worker would park.
 
 use super::offer::Offer;
 use super::queue::{self, Local};
-use super::shared::{Remote, Shared};
+use super::shared::{Remote, Shared, wait_next_slot_grace};
 use crate::executor::{ExecutorHandle, Runnable};
 use std::cell::{Cell, RefCell};
 use std::ptr;
@@ -41,6 +46,9 @@ struct Core {
 
 pub(crate) struct Worker {
     shared: Arc<Shared>,
+    /// A helper on a spare slot (`handoff.rs`): it never searches as the idle bookkeeping
+    /// counts searchers, and exits where a worker would park.
+    helper: bool,
     /// The pool's handle, lent out by [`with_current_handle`] so that spawning from inside the
     /// pool does not touch the pool's reference count.
     handle: ExecutorHandle,
@@ -115,8 +123,8 @@ pub(crate) enum Placement {
     /// It woke itself while running (it yielded): the back of the queue.
     Yielded,
     /// Spawned to run beside the spawner: the back of the queue, where an idle worker that is
-    /// woken for it can steal it (the next slot is stolen from only as a last resort, and a
-    /// task there wakes nobody).
+    /// woken for it can steal it at once (the next slot is stolen from only once its owner
+    /// stays in one poll through a grace period).
     Stealable,
 }
 
@@ -144,9 +152,28 @@ pub(crate) fn schedule_local(
 
 /// Runs worker `index` of `shared` on the current thread until the pool shuts down.
 pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>) {
+    run_as(shared, index, local, false);
+}
+
+/// Runs a helper on spare slot `index` of `shared` until it finds no work (or the pool shuts
+/// down), then gives the slot back.
+pub(crate) fn run_helper(shared: Arc<Shared>, index: usize) {
+    let local = shared.helpers.take_local(index);
+    let local = run_as(shared.clone(), index, local, true);
+    shared.helpers.finished(index, local);
+}
+
+/// Runs slot `index` on this thread, as a worker or a helper; returns its queue's owner end.
+fn run_as(
+    shared: Arc<Shared>,
+    index: usize,
+    local: Local<Runnable>,
+    helper: bool,
+) -> Local<Runnable> {
     let worker = Worker {
         handle: ExecutorHandle::from_pool(shared.clone()),
         shared,
+        helper,
         index,
         core: RefCell::new(Core {
             local,
@@ -169,6 +196,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>) {
     worker.run();
     drop(reset);
     worker.drain();
+    worker.core.into_inner().local
 }
 
 impl Worker {
@@ -185,6 +213,8 @@ impl Worker {
             match self.search() {
                 Some(Found::Task(task)) => self.run_task(task),
                 Some(Found::Offer(offer)) => self.take_offer(offer),
+                // Nothing left behind the poll it stood in for: the helper's job is done.
+                None if self.helper => return,
                 None => self.park(),
             }
         }
@@ -211,13 +241,19 @@ impl Worker {
         let mut core = self.core.borrow_mut();
         let counters = &self.remote().counters;
         core.tick = core.tick.wrapping_add(1);
+        let remote = self.remote();
         if core.tick % GLOBAL_QUEUE_INTERVAL == 0 {
             if let Some(task) = self.pop_global(&mut core) {
                 counters.global_first_polls.add(1);
+                if remote.has_next() && !core.is_searching {
+                    // The next-slot task now waits behind another poll, where a searcher
+                    // would not expect it (see `Shared::next_slot_held_up`): announce it.
+                    drop(core);
+                    self.shared.notify_parked();
+                }
                 return Some(task);
             }
         }
-        let remote = self.remote();
         if remote.has_next() {
             if core.next_streak < MAX_NEXT_STREAK {
                 if let Some(task) = remote.take_next() {
@@ -247,7 +283,7 @@ impl Worker {
         let inject = &self.shared.inject;
         let task = inject.pop().ok()?;
         let counters = &self.remote().counters;
-        let share = inject.len() / self.shared.remotes.len() + 1;
+        let share = inject.len() / self.shared.workers + 1;
         let batch = share
             .min(core.local.free_slots() / 2)
             .min(queue::CAPACITY / 2);
@@ -291,10 +327,10 @@ impl Worker {
     }
 
     /// Looks for work elsewhere: other workers' queues, then their posted offers, then the
-    /// global queue.
+    /// global queue; last, a next slot whose owner stays in one poll through the grace period.
     fn search(&self) -> Option<Found> {
         let mut core = self.core.borrow_mut();
-        if !core.is_searching {
+        if !core.is_searching && !self.helper {
             if !self.shared.idle.try_start_searching() {
                 return None;
             }
@@ -303,8 +339,9 @@ impl Worker {
         let remotes = &self.shared.remotes;
         let n = remotes.len();
         let counters = &self.remote().counters;
-        for pass in 0..SEARCH_PASSES {
-            let last_pass = pass + 1 == SEARCH_PASSES;
+        // A victim whose next slot held a task, and its poll counter then.
+        let mut held_next: Option<(usize, u64)> = None;
+        for _ in 0..SEARCH_PASSES {
             let start = next_random(&mut core.rng) as usize % n;
             for i in 0..n {
                 let victim = (start + i) % n;
@@ -316,12 +353,8 @@ impl Worker {
                     counters.stolen_tasks.add(stolen as u64);
                     return Some(Found::Task(task));
                 }
-                if last_pass {
-                    if let Some(task) = remotes[victim].take_next() {
-                        counters.steal_operations.add(1);
-                        counters.stolen_tasks.add(1);
-                        return Some(Found::Task(task));
-                    }
+                if held_next.is_none() && remotes[victim].has_next() {
+                    held_next = Some((victim, remotes[victim].owner_polls()));
                 }
                 if let Some(offer) = remotes[victim].offer.get() {
                     return Some(Found::Offer(offer));
@@ -332,7 +365,20 @@ impl Worker {
             }
             std::hint::spin_loop();
         }
-        None
+        let (victim, polls) = held_next?;
+        // The owner usually woke that task just before finishing its poll and runs it next;
+        // take it only if the owner is still in the same poll after the grace period.
+        drop(core);
+        wait_next_slot_grace();
+        let remote = &remotes[victim];
+        if remote.owner_polls() != polls {
+            return None;
+        }
+        let task = remote.take_next()?;
+        counters.steal_operations.add(1);
+        counters.stolen_tasks.add(1);
+        counters.next_slot_steals.add(1);
+        Some(Found::Task(task))
     }
 
     fn park(&self) {
@@ -379,9 +425,11 @@ impl Worker {
                 }
             }
         }
-        // Others can help only if more than the next-slot task waits here, and only one of us
-        // needs to: a searching worker will run what it holds itself.
-        if !core.is_searching && !core.local.is_empty() {
+        // Go's `wakep` after `runqput`: whatever was pushed, wherever (the next slot too), a
+        // parked worker is woken if nobody is searching; a searcher finds it, stealing from the
+        // next slot once this poll outlasts the grace period. A searching worker will run what
+        // it holds itself.
+        if !core.is_searching {
             drop(core);
             self.shared.notify_parked();
         }
