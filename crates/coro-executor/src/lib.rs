@@ -14,6 +14,9 @@
 //! - [`offer_while`] lets a busy worker make work (an [`Offer`]) available to idle workers
 //!   without spawning it; the pool's monitor thread wakes an idle worker only if the offer
 //!   stays posted, so short stretches of inline work cost no wake-up.
+//! - A poll that holds up its worker past [`ThreadPoolBuilder::handoff_after`] (10 ms by
+//!   default) gets the tasks queued behind it handed to the other workers by the monitor, or to
+//!   a helper thread when every worker is busy (Go's sysmon `retake`): no `block_in_place`.
 //! - [`ThreadPool::spawn_blocking`] moves blocking code off the workers.
 //! - [`trace`] lists every live task (id, state, async stack) for task dumps.
 //! - [`time`] has deadline futures on a hierarchical timer wheel, usable from any executor.
