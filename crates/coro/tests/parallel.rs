@@ -61,41 +61,44 @@ fn spawn_two(pair: &Pair) -> Task<()> {
     })
 }
 
-#[test]
-fn two_cpu_bound_spawns_overlap_on_a_fresh_pool() {
-    for round in 0..20 {
+/// Runs `shape` (which block-waits for two CPU-bound children of `pair`) on a fresh two-worker
+/// pool `rounds` times, and checks each time that the children overlapped.
+fn overlaps_on_fresh_pools(rounds: usize, what: &str, shape: impl Fn(&ThreadPool, &Pair)) {
+    for round in 0..rounds {
         let pool = ThreadPool::new(2).unwrap();
         let pair = Pair::default();
-        block_wait(spawn_two(&pair).schedule_on(&pool));
-        assert!(
-            pair.overlapped(),
-            "round {round}: the two spawned CPU-bound tasks ran one after the other"
-        );
+        shape(&pool, &pair);
+        assert!(pair.overlapped(), "round {round}: {what}");
     }
+}
+
+#[test]
+fn two_cpu_bound_spawns_overlap_on_a_fresh_pool() {
+    overlaps_on_fresh_pools(
+        20,
+        "the two spawned CPU-bound tasks ran one after the other",
+        |pool, pair| block_wait(spawn_two(pair).schedule_on(pool)),
+    );
 }
 
 /// The spawned task lands alone in the spawner's next slot, and the spawner stays busy: the
 /// task must still reach the idle worker (before the fix, nobody was woken for it).
 #[test]
 fn a_task_spawned_into_the_next_slot_runs_beside_its_busy_spawner() {
-    for round in 0..30 {
-        let pool = ThreadPool::new(2).unwrap();
-        let pair = Pair::default();
-        let p = pair.clone();
-        block_wait(
-            Task::new(async move {
+    overlaps_on_fresh_pools(
+        30,
+        "the spawned task waited for its spawner's poll to end",
+        |pool, pair| {
+            let p = pair.clone();
+            let parent = Task::new(async move {
                 let child = p.clone();
                 let handle = coro::spawn(async move { child.spin() });
                 p.spin();
                 handle.await.unwrap();
-            })
-            .schedule_on(&pool),
-        );
-        assert!(
-            pair.overlapped(),
-            "round {round}: the spawned task waited for its spawner's poll to end"
-        );
-    }
+            });
+            block_wait(parent.schedule_on(pool));
+        },
+    );
 }
 
 #[test]
@@ -115,19 +118,14 @@ fn two_cpu_bound_spawns_overlap_on_a_pool_that_sat_idle() {
 #[test]
 fn two_cpu_bound_spawns_overlap_on_a_fresh_pool_after_a_sleep() {
     // The worker that runs the parent has just woken from a timer, the other has parked.
-    for round in 0..10 {
-        let pool = ThreadPool::new(2).unwrap();
-        let pair = Pair::default();
-        let parent = spawn_two(&pair);
-        block_wait(
-            Task::new(async move {
-                coro::time::sleep(Duration::from_millis(2)).await.unwrap();
-                parent.await
-            })
-            .schedule_on(&pool),
-        );
-        assert!(pair.overlapped(), "round {round}: no overlap after a sleep");
-    }
+    overlaps_on_fresh_pools(10, "no overlap after a sleep", |pool, pair| {
+        let parent = spawn_two(pair);
+        let after_sleep = Task::new(async move {
+            coro::time::sleep(Duration::from_millis(2)).await.unwrap();
+            parent.await
+        });
+        block_wait(after_sleep.schedule_on(pool));
+    });
 }
 
 /// `#[coro::test]` builds a fresh pool per test and runs the body on it: the first round runs
@@ -146,21 +144,17 @@ async fn two_cpu_bound_spawns_overlap_from_coro_test() {
 
 #[test]
 fn two_cpu_bound_collect_children_overlap() {
-    for round in 0..20 {
-        let pool = ThreadPool::new(2).unwrap();
-        let pair = Pair::default();
-        let (a, b) = (pair.clone(), pair.clone());
-        block_wait(
-            Task::new(async move {
+    overlaps_on_fresh_pools(
+        20,
+        "the two collect_all! children ran one after the other",
+        |pool, pair| {
+            let (a, b) = (pair.clone(), pair.clone());
+            let parent = Task::new(async move {
                 coro::collect_all!(async move { a.spin() }, async move { b.spin() }).await;
-            })
-            .schedule_on(&pool),
-        );
-        assert!(
-            pair.overlapped(),
-            "round {round}: the two collect_all! children ran one after the other"
-        );
-    }
+            });
+            block_wait(parent.schedule_on(pool));
+        },
+    );
 }
 
 #[coro::test(worker_threads = 2, timeout_ms = 20_000)]

@@ -857,15 +857,12 @@ fn loom_protocol_busy_worker_schedules_locally() {
     });
 }
 
-/// Worker 1 (the model's main thread) is inside a poll that never returns, and schedules one
-/// task, which lands alone in its next slot; worker 0 starts as `start` says. Worker 1 never
-/// runs its next slot, so only worker 0 can run the task: the push must wake it (or a searcher
-/// must find the task), and worker 0 must take it from the next slot once worker 1 stays in
-/// its poll through the grace period. A stranded task leaves worker 0 parked for ever: a loom
-/// deadlock.
-fn next_slot_alone_model(start: Start) {
+/// A two-worker pool whose worker 1 is busy (in a poll that outlasts the model) and whose
+/// worker 0 starts as `start` says: the shared state, worker 0 (to run on a model thread), whether
+/// it starts asleep, and worker 1's local queue.
+fn beside_a_busy_worker(start: Start) -> (Arc<Shared>, ModelWorker, bool, Local<Runnable>) {
     let (shared, mut locals) = new_shared(2);
-    let mut busy_local = locals.pop().expect("two workers");
+    let busy_local = locals.pop().expect("two workers");
     setup_idle(&shared, [start, Start::Busy]);
     let (searching, asleep) = match start {
         Start::Running { searching } => (searching, false),
@@ -878,6 +875,17 @@ fn next_slot_alone_model(start: Start) {
         local: locals.pop().expect("two workers"),
         is_searching: searching,
     };
+    (shared, worker, asleep, busy_local)
+}
+
+/// Worker 1 (the model's main thread) is inside a poll that never returns, and schedules one
+/// task, which lands alone in its next slot; worker 0 starts as `start` says. Worker 1 never
+/// runs its next slot, so only worker 0 can run the task: the push must wake it (or a searcher
+/// must find the task), and worker 0 must take it from the next slot once worker 1 stays in
+/// its poll through the grace period. A stranded task leaves worker 0 parked for ever: a loom
+/// deadlock.
+fn next_slot_alone_model(start: Start) {
+    let (shared, worker, asleep, mut busy_local) = beside_a_busy_worker(start);
     let worker = thread::spawn(move || worker.run(asleep));
 
     let ran = Arc::new(AtomicUsize::new(0));
@@ -908,19 +916,7 @@ fn loom_protocol_next_slot_alone_other_running() {
 /// worker 0, searching, takes it from the next slot first; and a helper is asked for only if
 /// nobody could be woken and nobody searches.
 fn handoff_model(start: Start) {
-    let (shared, mut locals) = new_shared(2);
-    setup_idle(&shared, [start, Start::Busy]);
-    let (searching, asleep) = match start {
-        Start::Running { searching } => (searching, false),
-        Start::Asleep => (false, true),
-        Start::Busy => unreachable!("worker 0 must be able to run the task"),
-    };
-    let worker = ModelWorker {
-        shared: shared.clone(),
-        index: 0,
-        local: locals.remove(0),
-        is_searching: searching,
-    };
+    let (shared, worker, asleep, _) = beside_a_busy_worker(start);
     let ran = Arc::new(AtomicUsize::new(0));
     // Put there unannounced, as if its announcement had gone to a searcher that missed it.
     assert!(
