@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Prints the README table of `cargo bench -p coro-benches --bench rt_multi_threaded`.
+"""Prints the README table of `cargo bench -p coro-benches --bench rt_multi_threaded`, or of
+another comparison bench with `--bench NAME` (`user_path`).
 
 Reads criterion's median point estimates from
 `<target>/criterion/<group>/<function>/new/estimates.json` and prints a markdown table:
@@ -7,13 +8,20 @@ shape | coro | coro_tasks | tokio | async-executor | coro / best | coro_tasks / 
 "coro / best" is coro's median divided by min(tokio, async-executor) (below 1: coro is faster)
 and the last column is the cost of coro's Task layer over its engine.
 
-Usage: python3 benches/ratios.py [CRITERION_DIR]
-CRITERION_DIR defaults to $CARGO_TARGET_DIR/criterion, else target/criterion at the workspace
-root (the parent of this script's directory). Python 3 standard library only.
+With `--bench user_path` the columns are the function ids found under criterion's
+`user_path_<shape>/` directories (coro first, then its diagnostic rows such as `coro_boxed`,
+then the peers), and "coro / best" divides coro's median by the fastest peer's, a peer being
+every function whose id does not start with `coro` (`tokio`, `async_executor`, and
+`tokio_watch` for `fanout_10k`). A dash marks a function the shape does not have.
 
-Usage: python3 benches/ratios.py [--features FEATURES] --runs N [CRITERION_ARGS...]
+Usage: python3 benches/ratios.py [--bench NAME] [CRITERION_DIR]
+CRITERION_DIR defaults to $CARGO_TARGET_DIR/criterion, else target/criterion at the workspace
+root (the parent of this script's directory). NAME defaults to rt_multi_threaded. Python 3
+standard library only.
+
+Usage: python3 benches/ratios.py [--bench NAME] [--features FEATURES] --runs N [CRITERION_ARGS...]
 runs the bench N times, each in a fresh process (`cargo bench -p coro-benches --bench
-rt_multi_threaded -- CRITERION_ARGS`), and prints the same table from the N runs: each time
+NAME -- CRITERION_ARGS`), and prints the same table from the N runs: each time
 is the median over the runs, each ratio the median of the N per-run ratios with their range.
 On a small machine one process can sit in a slow or a fast mode for its whole life (heap
 layout, thread placement), so one run can mislead; N runs show the modes. After the table it
@@ -26,6 +34,7 @@ import os
 import statistics
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 SHAPES = [
@@ -43,13 +52,49 @@ OTHERS = ["tokio", "async_executor"]
 TARGET = 0.8
 
 
-def criterion_dir() -> Path:
-    if len(sys.argv) > 1:
-        return Path(sys.argv[1])
+@dataclass
+class Bench:
+    """What to read of one bench's criterion output, and how to lay out its table."""
+
+    # The table's rows; each is the criterion group `group_prefix + shape`.
+    shapes: list
+    # Criterion stores the group `user_path/task_chain` as the directory `user_path_task_chain`.
+    group_prefix: str = ""
+    # (function id, column header) in table order; None: the function ids found on disk.
+    columns: list = None
+    # (numerator, denominator) function ids of an extra ratio column, or None.
+    layer: tuple = None
+
+
+BENCHES = {
+    "rt_multi_threaded": Bench(
+        SHAPES,
+        columns=[(CORO, CORO), (CORO_TASKS, CORO_TASKS)]
+        + [(name, name.replace("_", "-")) for name in OTHERS],
+        layer=(CORO_TASKS, CORO),
+    ),
+    "user_path": Bench(
+        ["spawn_many_local", "task_chain", "fanout_10k", "rwlock_mixed"],
+        group_prefix="user_path_",
+    ),
+}
+DEFAULT_BENCH = "rt_multi_threaded"
+
+
+def is_peer(function: str) -> bool:
+    """Whether `function` is a competitor of coro's (every id not starting with `coro`)."""
+    return not function.startswith(CORO)
+
+
+def workspace_criterion_dir() -> Path:
     target = os.environ.get("CARGO_TARGET_DIR")
     if target:
         return Path(target) / "criterion"
     return Path(__file__).resolve().parent.parent / "target" / "criterion"
+
+
+def criterion_dir(arg=None) -> Path:
+    return Path(arg) if arg else workspace_criterion_dir()
 
 
 def median_ns(root: Path, group: str, function: str):
@@ -62,6 +107,31 @@ def median_ns(root: Path, group: str, function: str):
         return None
 
 
+def functions_on_disk(root: Path, group: str) -> list:
+    """The function ids criterion has estimates for in `group`."""
+    path = root / group
+    if not path.is_dir():
+        return []
+    return sorted(d.name for d in path.iterdir() if (d / "new" / "estimates.json").is_file())
+
+
+def peer_rank(function: str):
+    """Peers in `OTHERS` order (tokio's variants with tokio), any other after them."""
+    family = [i for i, name in enumerate(OTHERS) if function.startswith(name)]
+    return (family[0] if family else len(OTHERS), function)
+
+
+def table_columns(bench: Bench, found) -> list:
+    """The bench's columns; if it names none, `found` in order: coro, coro_*, then peers."""
+    if bench.columns is not None:
+        return bench.columns
+    names = set(found)
+    order = [CORO] if CORO in names else []
+    order += sorted(n for n in names if n != CORO and not is_peer(n))
+    order += sorted((n for n in names if is_peer(n)), key=peer_rank)
+    return [(name, name) for name in order]
+
+
 def human(ns) -> str:
     if ns is None:
         return "n/a"
@@ -71,11 +141,19 @@ def human(ns) -> str:
     return f"{ns:.3g} ns"
 
 
-def workspace_criterion_dir() -> Path:
-    target = os.environ.get("CARGO_TARGET_DIR")
-    if target:
-        return Path(target) / "criterion"
-    return Path(__file__).resolve().parent.parent / "target" / "criterion"
+def time_cell(bench: Bench, root: Path, group: str, function: str, ns) -> str:
+    """`ns` in human units; a dash for a derived column this shape has no function for."""
+    if ns is None and bench.columns is None and not (root / group / function).is_dir():
+        return "–"
+    return human(ns)
+
+
+def print_header(bench: Bench, columns) -> None:
+    head = ["shape"] + [header for _, header in columns] + ["coro / best"]
+    if bench.layer:
+        head.append(" / ".join(bench.layer))
+    print("| " + " | ".join(head) + " |")
+    print("|---|" + "---:|" * (len(head) - 1))
 
 
 def ratio_cell(values) -> str:
@@ -87,85 +165,123 @@ def ratio_cell(values) -> str:
     return f"{mid:.2f} ({min(values):.2f}–{max(values):.2f})"
 
 
-def main_runs(runs: int, criterion_args, features=None) -> int:
+def main_runs(bench_name: str, runs: int, criterion_args, features=None) -> int:
+    bench = BENCHES[bench_name]
     root = workspace_criterion_dir()
     workspace = Path(__file__).resolve().parent.parent
     times = {}
     for run in range(runs):
         print(f"run {run + 1} of {runs}...", file=sys.stderr)
-        cmd = ["cargo", "bench", "-q", "-p", "coro-benches", "--bench", "rt_multi_threaded"]
+        cmd = ["cargo", "bench", "-q", "-p", "coro-benches", "--bench", bench_name]
         cmd += ["--features", features] if features else []
         cmd += ["--"]
         subprocess.run(cmd + list(criterion_args), cwd=workspace, check=True,
                        stdout=subprocess.DEVNULL)
-        for shape in SHAPES:
-            for name in [CORO, CORO_TASKS] + OTHERS:
-                ns = median_ns(root, shape, name)
+        for shape in bench.shapes:
+            group = bench.group_prefix + shape
+            names = ([name for name, _ in bench.columns] if bench.columns is not None
+                     else functions_on_disk(root, group))
+            for name in names:
+                ns = median_ns(root, group, name)
                 if ns is not None:
                     times.setdefault((shape, name), []).append(ns)
+    columns = table_columns(bench, {name for _, name in times})
     print(f"Medians over {runs} runs; ratios: median of the per-run ratios (range).")
     print()
-    print("| shape | coro | coro_tasks | tokio | async-executor | coro / best | coro_tasks / coro |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print_header(bench, columns)
     per_run = []
-    for shape in SHAPES:
-        series = {name: times.get((shape, name), []) for name in [CORO, CORO_TASKS] + OTHERS}
+    for shape in bench.shapes:
+        group = bench.group_prefix + shape
+        series = {name: times.get((shape, name), []) for name, _ in columns}
+        # A derived column counts as a peer only in the shapes that have it.
+        peers = [name for name in series
+                 if is_peer(name) and (bench.columns is not None or series[name])]
         ratios, layers = [], []
         for run in range(runs):
             try:
-                coro = series[CORO][run]
-                best = min(series[name][run] for name in OTHERS)
+                coro = series.get(CORO, [])[run]
+                best = min(series[name][run] for name in peers)
                 ratios.append(coro / best)
-                layers.append(series[CORO_TASKS][run] / coro)
+                if bench.layer:
+                    top, bottom = bench.layer
+                    layers.append(series[top][run] / series[bottom][run])
             except (IndexError, ValueError):
                 pass
-        cells = [human(statistics.median(v)) if v else "n/a" for v in series.values()]
-        cells += [ratio_cell(ratios), ratio_cell(layers)]
+        cells = [human(statistics.median(v)) if v else time_cell(bench, root, group, name, None)
+                 for name, v in series.items()]
+        cells.append(ratio_cell(ratios))
+        if bench.layer:
+            cells.append(ratio_cell(layers))
         print(f"| `{shape}` | " + " | ".join(cells) + " |")
         per_run.append((shape, ratios, layers))
     print()
-    print("Per run, in run order: coro / best; coro_tasks / coro.")
+    layer = f"; {' / '.join(bench.layer)}" if bench.layer else ""
+    print(f"Per run, in run order: coro / best{layer}.")
     print()
     for shape, ratios, layers in per_run:
         within = sum(r <= TARGET for r in ratios)
-        print(f"- `{shape}`: " + " ".join(f"{r:.2f}" for r in ratios)
-              + f" ({within} of {len(ratios)} at most {TARGET}); "
-              + " ".join(f"{r:.2f}" for r in layers))
+        line = (f"- `{shape}`: " + " ".join(f"{r:.2f}" for r in ratios)
+                + f" ({within} of {len(ratios)} at most {TARGET})")
+        if bench.layer:
+            line += "; " + " ".join(f"{r:.2f}" for r in layers)
+        print(line)
+    return 0
+
+
+def main_table(bench_name: str, root: Path) -> int:
+    bench = BENCHES[bench_name]
+    if not root.is_dir():
+        print(f"no criterion results under {root}; run the benches first", file=sys.stderr)
+        return 1
+    groups = [bench.group_prefix + shape for shape in bench.shapes]
+    columns = table_columns(bench, [f for group in groups for f in functions_on_disk(root, group)])
+    if not columns:
+        print(f"no {bench_name} results under {root}; run the bench first", file=sys.stderr)
+        return 1
+    print_header(bench, columns)
+    for shape, group in zip(bench.shapes, groups):
+        values = {name: median_ns(root, group, name) for name, _ in columns}
+        coro = values.get(CORO)
+        known = [ns for name, ns in values.items() if is_peer(name) and ns is not None]
+        ratio = f"{coro / min(known):.2f}" if coro is not None and known else "n/a"
+        cells = [time_cell(bench, root, group, name, ns) for name, ns in values.items()]
+        cells.append(ratio)
+        if bench.layer:
+            top, bottom = (values[name] for name in bench.layer)
+            cells.append(f"{top / bottom:.2f}" if bottom and top is not None else "n/a")
+        print(f"| `{shape}` | " + " | ".join(cells) + " |")
     return 0
 
 
 def main() -> int:
     args = sys.argv[1:]
+    bench_name = DEFAULT_BENCH
     features = None
-    if len(args) > 1 and args[0] == "--features":
-        features, args = args[1], args[2:]
+    while args and args[0] in ("--bench", "--features"):
+        if len(args) < 2:
+            print(f"{args[0]} needs a value, e.g. python3 benches/ratios.py --bench user_path",
+                  file=sys.stderr)
+            return 2
+        if args[0] == "--bench":
+            bench_name = args[1]
+        else:
+            features = args[1]
+        args = args[2:]
+    if bench_name not in BENCHES:
+        print(f"unknown bench {bench_name!r}; known: {', '.join(BENCHES)}", file=sys.stderr)
+        return 2
     if args and args[0] == "--runs":
         runs = args[1] if len(args) > 1 else ""
         if not runs.isdigit() or int(runs) < 1:
             print(f"--runs needs a positive number of runs, got {runs!r}; "
                   "e.g. python3 benches/ratios.py --runs 5", file=sys.stderr)
             return 2
-        return main_runs(int(runs), args[2:], features)
+        return main_runs(bench_name, int(runs), args[2:], features)
     if features:
         print("--features goes with --runs: e.g. python3 benches/ratios.py --features "
               "mimalloc --runs 3", file=sys.stderr)
         return 2
-    root = criterion_dir()
-    if not root.is_dir():
-        print(f"no criterion results under {root}; run the benches first", file=sys.stderr)
-        return 1
-    print("| shape | coro | coro_tasks | tokio | async-executor | coro / best | coro_tasks / coro |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for shape in SHAPES:
-        coro = median_ns(root, shape, CORO)
-        others = [median_ns(root, shape, name) for name in OTHERS]
-        known = [ns for ns in others if ns is not None]
-        ratio = f"{coro / min(known):.2f}" if coro is not None and known else "n/a"
-        tasks = median_ns(root, shape, CORO_TASKS)
-        layer = f"{tasks / coro:.2f}" if coro and tasks is not None else "n/a"
-        cells = [human(coro), human(tasks)] + [human(ns) for ns in others] + [ratio, layer]
-        print(f"| `{shape}` | " + " | ".join(cells) + " |")
-    return 0
+    return main_table(bench_name, criterion_dir(args[0] if args else None))
 
 
 if __name__ == "__main__":
