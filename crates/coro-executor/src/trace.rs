@@ -278,8 +278,14 @@ impl TaskHeader {
                 // (inside the same future, or owned by the cell); `attach` set `root` before it
                 // published the cell (Release, paired with the Acquire above).
                 let root = unsafe { &*cell.root.load(Relaxed) };
-                let published = unsafe { cell.published.load(Acquire).as_ref() };
-                let frames = published.map_or_else(Vec::new, |p| p.frames.lock().unwrap().clone());
+                let published = cell.published.load(Acquire);
+                let frames = if published == ROOT_ONLY {
+                    vec![root.clone()]
+                } else {
+                    // SAFETY: any other non-null value is the cell's box (see `published`).
+                    unsafe { published.as_ref() }
+                        .map_or_else(Vec::new, |p| p.frames.lock().unwrap().clone())
+                };
                 (
                     Some(root.name.clone()),
                     cell.parent.map(NonZeroU64::get),
@@ -346,9 +352,15 @@ pub struct TraceCell {
     root: AtomicPtr<Frame>,
     /// Task ids start at 1, so the niche keeps this at 8 bytes.
     parent: Option<NonZeroU64>,
-    /// Null until the first publication; then set once, and freed with the cell.
+    /// Null until the first publication; [`ROOT_ONLY`] while every publication so far was of
+    /// the root frame alone (nothing to copy: snapshots read that frame from the task itself);
+    /// then set once to a box, freed with the cell.
     published: AtomicPtr<Published>,
 }
+
+/// [`TraceCell::published`]: the stack is the root frame alone. Never the address of a box
+/// (no allocation lives at the lowest aligned address).
+const ROOT_ONLY: *mut Published = ptr::dangling_mut();
 
 /// A task's most recently published stack, innermost frame first, and its fingerprint.
 struct Published {
@@ -399,21 +411,30 @@ impl TraceCell {
 
     /// Publishes `frames()` unless `fingerprint` says it is the stack already published. Only
     /// the thread polling the task calls this.
-    fn publish(&self, fingerprint: u64, frames: impl FnOnce() -> Vec<Frame>) {
-        // SAFETY: a non-null `published` is a box this cell owns until it is dropped.
-        match unsafe { self.published.load(Relaxed).as_ref() } {
-            Some(published) => {
-                if published.fingerprint.load(Relaxed) != fingerprint {
-                    published.store(fingerprint, frames());
+    fn publish(&self, alone: bool, fingerprint: fn() -> u64, frames: fn() -> Vec<Frame>) {
+        let current = self.published.load(Relaxed);
+        if current.is_null() || current == ROOT_ONLY {
+            if alone {
+                // The common case of a spawned future waiting on something that is not a Task:
+                // nothing to copy and nothing to allocate. Release: pairs with a snapshot's
+                // Acquire, as for a box.
+                if current.is_null() {
+                    self.published.store(ROOT_ONLY, Release);
                 }
+                return;
             }
-            None => {
-                let published = Box::new(Published {
-                    frames: Mutex::new(frames()),
-                    fingerprint: AtomicU64::new(fingerprint),
-                });
-                // Release: a snapshot that sees the box sees its contents.
-                self.published.store(Box::into_raw(published), Release);
+            let published = Box::new(Published {
+                frames: Mutex::new(frames()),
+                fingerprint: AtomicU64::new(fingerprint()),
+            });
+            // Release: a snapshot that sees the box sees its contents.
+            self.published.store(Box::into_raw(published), Release);
+        } else {
+            // SAFETY: any other non-null value is a box this cell owns until it is dropped.
+            let published = unsafe { &*current };
+            let fingerprint = fingerprint();
+            if published.fingerprint.load(Relaxed) != fingerprint {
+                published.store(fingerprint, frames());
             }
         }
     }
@@ -443,7 +464,7 @@ impl Drop for TraceCell {
     #[inline]
     fn drop(&mut self) {
         let published = *self.published.get_mut();
-        if !published.is_null() {
+        if !published.is_null() && published != ROOT_ONLY {
             free_published(published);
         }
     }
@@ -572,8 +593,11 @@ fn current_header<'a>() -> Option<&'a TaskHeader> {
 /// cheap. `innermost` identifies the innermost frame (its address). If it is the one published
 /// last time and no frame was relinked since ([`note_relinked`]), the stack is unchanged and
 /// nothing more is done; otherwise the cell compares `fingerprint()` with the stack it holds
-/// and copies `frames()` (innermost first) only if they differ. Does nothing outside a task,
-/// in a task without a cell, or inside [`without_publishing`].
+/// and copies `frames()` (innermost first) only if they differ. `alone` says that the innermost
+/// frame is the task's root frame (the one given to [`attach`]) with nothing around it: the
+/// stack is then that one frame, which snapshots read from the task itself, so nothing is
+/// copied and nothing allocated. Does nothing outside a task, in a task without a cell, or
+/// inside [`without_publishing`].
 ///
 /// ```
 /// use coro_executor::trace::{Frame, TraceCell, attach, publish_suspension, snapshot_tasks};
@@ -593,7 +617,8 @@ fn current_header<'a>() -> Option<&'a TaskHeader> {
 ///         return Poll::Ready(());
 ///     }
 ///     let innermost: *const Frame = root;
-///     publish_suspension(innermost.cast(), || 1, || vec![Frame::new("inner", Location::caller())]);
+///     let frames = || vec![Frame::new("inner", Location::caller())];
+///     publish_suspension(innermost.cast(), false, || 1, frames);
 ///     Poll::Pending
 /// }));
 /// ex.run_until_idle();
@@ -604,6 +629,7 @@ fn current_header<'a>() -> Option<&'a TaskHeader> {
 #[inline]
 pub fn publish_suspension(
     innermost: *const (),
+    alone: bool,
     fingerprint: fn() -> u64,
     frames: fn() -> Vec<Frame>,
 ) {
@@ -617,12 +643,12 @@ pub fn publish_suspension(
         // stores: only this thread writes the state during the poll.)
         header.state.store(RUNNING | PUBLISHED, Relaxed);
         if header.last.load(Relaxed) != innermost {
-            publish_from(header, innermost, fingerprint, frames);
+            publish_from(header, innermost, alone, fingerprint, frames);
         }
     } else if state & PUBLISHED == 0 {
         // Relinked: the stack may have changed although the innermost frame did not.
         header.state.store(state | PUBLISHED, Relaxed);
-        publish_from(header, innermost, fingerprint, frames);
+        publish_from(header, innermost, alone, fingerprint, frames);
     }
 }
 
@@ -632,6 +658,7 @@ pub fn publish_suspension(
 fn publish_from(
     header: &TaskHeader,
     innermost: usize,
+    alone: bool,
     fingerprint: fn() -> u64,
     frames: fn() -> Vec<Frame>,
 ) {
@@ -639,7 +666,7 @@ fn publish_from(
     // SAFETY: a non-null `trace` points at the cell attached by this task's future, which is
     // being polled (so alive and in place) on this thread.
     if let Some(cell) = unsafe { header.trace.load(Relaxed).as_ref() } {
-        cell.publish(fingerprint(), frames);
+        cell.publish(alone, fingerprint, frames);
     }
 }
 

@@ -89,9 +89,9 @@ fn only_the_first_suspension_of_a_poll_publishes() {
     let _serial = serial();
     let ex = task_with_cell("first_only", |_| {
         set_stack(&["inner", "outer"]);
-        publish_suspension(at(&INNER), fingerprint, frames);
+        publish_suspension(at(&INNER), false, fingerprint, frames);
         set_stack(&["outer"]);
-        publish_suspension(at(&OUTER), fingerprint, frames);
+        publish_suspension(at(&OUTER), false, fingerprint, frames);
     });
     ex.run_one();
     assert_eq!(published("first_only"), ["inner", "outer"]);
@@ -102,7 +102,7 @@ fn an_unchanged_suspension_point_is_not_compared_again() {
     let _serial = serial();
     let ex = task_with_cell("unchanged", |_| {
         set_stack(&["inner", "outer"]);
-        publish_suspension(at(&INNER), fingerprint, frames);
+        publish_suspension(at(&INNER), false, fingerprint, frames);
     });
     ex.run_one();
     let compared = FINGERPRINTS.load(SeqCst);
@@ -127,7 +127,7 @@ fn a_relink_before_the_suspension_makes_it_compare_the_stack() {
             set_stack(&["inner", "other"]);
             note_relinked();
         }
-        publish_suspension(at(&INNER), fingerprint, frames);
+        publish_suspension(at(&INNER), false, fingerprint, frames);
     });
     ex.run_one();
     ex.run_one();
@@ -143,7 +143,7 @@ fn a_relink_after_the_suspension_makes_the_next_poll_compare_the_stack() {
         } else {
             &["inner", "other"]
         });
-        publish_suspension(at(&INNER), fingerprint, frames);
+        publish_suspension(at(&INNER), false, fingerprint, frames);
         if poll == 0 {
             // Handed over to another awaiter after this poll's publication.
             note_relinked();
@@ -159,9 +159,9 @@ fn a_suspension_without_publishing_neither_publishes_nor_uses_up_the_poll() {
     let _serial = serial();
     let ex = task_with_cell("without", |_| {
         set_stack(&["child", "outer"]);
-        without_publishing(|| publish_suspension(at(&INNER), fingerprint, frames));
+        without_publishing(|| publish_suspension(at(&INNER), false, fingerprint, frames));
         set_stack(&["outer"]);
-        publish_suspension(at(&OUTER), fingerprint, frames);
+        publish_suspension(at(&OUTER), false, fingerprint, frames);
     });
     let copies = COPIES.load(SeqCst);
     ex.run_one();
@@ -177,8 +177,37 @@ fn a_suspension_without_publishing_neither_publishes_nor_uses_up_the_poll() {
 fn outside_a_task_nothing_is_published() {
     let _serial = serial();
     let compared = FINGERPRINTS.load(SeqCst);
-    publish_suspension(at(&INNER), fingerprint, frames);
+    publish_suspension(at(&INNER), false, fingerprint, frames);
     note_relinked();
     assert_eq!(without_publishing(|| 7), 7);
     assert_eq!(FINGERPRINTS.load(SeqCst), compared);
+}
+
+#[test]
+fn a_root_frame_alone_is_published_without_a_copy() {
+    let _serial = serial();
+    let copies = COPIES.load(SeqCst);
+    let fingerprints = FINGERPRINTS.load(SeqCst);
+    let ex = task_with_cell("alone", |poll| match poll {
+        // Suspended in its root frame alone: nothing is copied, nothing fingerprinted.
+        0 => publish_suspension(at(&OUTER), true, fingerprint, frames),
+        // Deeper: the stack is copied.
+        1 => {
+            set_stack(&["inner", "alone"]);
+            publish_suspension(at(&INNER), false, fingerprint, frames);
+        }
+        // Alone again, after a copy: the copy is replaced by the root frame's.
+        _ => {
+            set_stack(&["alone"]);
+            publish_suspension(at(&OUTER), true, fingerprint, frames);
+        }
+    });
+    ex.run_one();
+    assert_eq!(published("alone"), ["alone"]);
+    assert_eq!(COPIES.load(SeqCst), copies, "a root frame alone was copied");
+    assert_eq!(FINGERPRINTS.load(SeqCst), fingerprints);
+    ex.run_one();
+    assert_eq!(published("alone"), ["inner", "alone"]);
+    ex.run_one();
+    assert_eq!(published("alone"), ["alone"]);
 }

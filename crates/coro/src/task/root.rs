@@ -160,6 +160,7 @@ mod traced {
     pub(crate) fn publish_suspension(innermost: &FrameNode) {
         trace::publish_suspension(
             ptr::from_ref(innermost).cast(),
+            innermost.is_outermost(),
             current_fingerprint,
             current_frames,
         );

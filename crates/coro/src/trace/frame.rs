@@ -42,6 +42,15 @@ impl FrameNode {
         self.parent.set(UNLINKED);
     }
 
+    /// Whether nothing encloses this frame in the poll it is entered in: it is the root of the
+    /// stack being polled on this thread (a spawned task's own frame, polled by a worker).
+    /// Only meaningful while the frame is entered.
+    #[inline]
+    #[cfg(not(coro_untraced))]
+    pub(crate) fn is_outermost(&self) -> bool {
+        self.parent.get().is_null()
+    }
+
     /// Makes this frame the innermost one, linked to the current one, until the guard drops.
     ///
     /// The node must stay in place until the guard is dropped (it is inside a pinned task).
