@@ -6,9 +6,10 @@ use super::root::{FramedRoot, RootTrace, spawn_root};
 use super::task::{Framed, Task};
 use crate::cancel::CancellationToken;
 use coro_executor::{ExecutorHandle, JoinHandle};
-use std::any::Any;
+use std::any::TypeId;
 use std::borrow::Cow;
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::panic::Location;
 
 /// Spawns `fut` as a new task on the current executor (the pool whose worker this is, the
@@ -45,18 +46,28 @@ where
     F::Output: Send + 'static,
 {
     // A `Task` already has its frame: spawn it as the root itself rather than wrapping it in a
-    // second frame named after its type. (`Any` stands in for specialisation; the type test
+    // second frame named after its type. (The type test stands in for specialisation and
     // folds away at compile time.)
-    let mut slot = Some(fut);
-    if let Some(task) = (&mut slot as &mut dyn Any).downcast_mut::<Option<Task<F::Output>>>() {
-        let mut task = task.take().expect("just filled");
+    if TypeId::of::<F>() == TypeId::of::<Task<F::Output>>() {
+        // SAFETY: `F` is `Task<F::Output>` (same `TypeId`), so this is a move of `fut` under
+        // its own type; `ManuallyDrop` keeps the original from being dropped as well.
+        let mut task: Task<F::Output> =
+            unsafe { std::mem::transmute_copy(&ManuallyDrop::new(fut)) };
         task.capture_context();
         return spawn_root(executor, move || (RootTrace::new(), task));
     }
-    let fut = slot.take().expect("not taken above");
+    // The future stays where it is until it is read into the task's allocation: each layer of
+    // the spawn moves the closure below by value, and a closure that held the future would be
+    // copied (a `memcpy` call for anything over 128 bytes) at each of them.
+    let fut = ManuallyDrop::new(fut);
+    let source: *const F = &*fut;
     // Made where it will live (see `spawn_root`); this runs before `spawn_root` returns, so the
     // context captured is still the caller's.
     spawn_root(executor, move || {
+        // SAFETY: `spawn_root` calls this exactly once, on this thread, before it returns
+        // (`ExecutorHandle::spawn_with`'s contract), while `fut` is alive in this frame; the
+        // `ManuallyDrop` above means this read is the future's only owner from here on.
+        let fut = unsafe { std::ptr::read(source) };
         let name = std::any::type_name::<F>();
         let mut body = Framed::new(fut, Cow::Borrowed(name), location);
         body.capture_context();
