@@ -234,12 +234,12 @@ fn try_collect_any_resumes_a_panic_that_finishes_first() {
 }
 
 #[test]
-fn collect_any_no_discard_returns_every_produced_value() {
+fn collect_any_no_discard_returns_one_outcome_per_input_in_order() {
     let pool = ThreadPool::new(2).unwrap();
     let children = (0..4u64).map(|i| -> BoxFuture<Option<u64>> {
         Box::pin(async move {
             match i {
-                // Cancelled: produces no value.
+                // Cancelled: its sleep returns Err(Cancelled), so it returns None.
                 0 => sleep(ms(60_000)).await.ok().map(|()| i),
                 // The first finisher.
                 1 => {
@@ -251,7 +251,7 @@ fn collect_any_no_discard_returns_every_produced_value() {
                     uncancellable_sleep(ms(50)).await;
                     Some(i)
                 }
-                // Panics after the first finisher: discarded.
+                // Panics after the first finisher: kept, in its own place.
                 _ => {
                     uncancellable_sleep(ms(30)).await;
                     panic!("child 3");
@@ -260,13 +260,29 @@ fn collect_any_no_discard_returns_every_produced_value() {
         })
     });
     let start = Instant::now();
-    let values = block_wait(Task::new(collect_any_no_discard(children)).schedule_on(&pool));
+    let outcomes = block_wait(Task::new(collect_any_no_discard(children)).schedule_on(&pool));
     assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(outcomes.len(), 4, "one entry per input");
+    let values: Vec<_> = outcomes[..3]
+        .iter()
+        .map(|o| {
+            *o.as_ref()
+                .expect("every child produced something")
+                .as_ref()
+                .unwrap()
+        })
+        .collect();
     assert_eq!(values, [None, Some(1), Some(2)]);
+    let error = outcomes[3].as_ref().unwrap().as_ref().unwrap_err();
+    assert!(
+        error.is_panic() && error.to_string().contains("child 3"),
+        "{error}"
+    );
 }
 
 #[test]
-fn collect_any_no_discard_resumes_the_first_finishers_panic() {
+fn collect_any_no_discard_keeps_the_first_finishers_panic_in_its_place() {
+    // Before, the first finisher's panic was resumed and every other outcome lost.
     let children = (0..2u64).map(|i| async move {
         if i == 0 {
             panic!("child 0");
@@ -274,8 +290,15 @@ fn collect_any_no_discard_resumes_the_first_finishers_panic() {
         let _ = sleep(ms(60_000)).await;
         i
     });
-    let outcome = block_wait(AssertUnwindSafe(collect_any_no_discard(children)).catch_unwind());
-    assert_eq!(panic_message(&*outcome.unwrap_err()), "child 0");
+    let start = Instant::now();
+    let outcomes = block_wait(collect_any_no_discard(children));
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "the sibling was not cancelled"
+    );
+    let error = outcomes[0].as_ref().unwrap().as_ref().unwrap_err();
+    assert_eq!(error.to_string(), "task panicked: child 0");
+    assert_eq!(*outcomes[1].as_ref().unwrap().as_ref().unwrap(), 1);
 }
 
 #[test]
@@ -362,7 +385,7 @@ fn dropping_unordered_mid_way_drops_the_remaining_children() {
 }
 
 #[test]
-fn unordered_resumes_a_panic_after_awaiting_the_others_then_ends() {
+fn unordered_yields_every_finished_output_before_resuming_a_panic_then_ends() {
     let pool = ThreadPool::new(2).unwrap();
     let dropped = flags(3);
     let children = (0..3u64).zip(dropped.clone()).map(|(i, flag)| {
@@ -370,6 +393,7 @@ fn unordered_resumes_a_panic_after_awaiting_the_others_then_ends() {
         async move {
             let _guard = guard;
             match i {
+                // Cancelled by child 1's panic; still returns its output, which is kept.
                 0 => {
                     let _ = sleep(ms(60_000)).await;
                 }
@@ -377,6 +401,7 @@ fn unordered_resumes_a_panic_after_awaiting_the_others_then_ends() {
                     sleep(ms(20)).await.unwrap();
                     panic!("child 1");
                 }
+                // Finishes before the failure.
                 _ => {}
             }
             i
@@ -385,18 +410,24 @@ fn unordered_resumes_a_panic_after_awaiting_the_others_then_ends() {
     let mut stream = collect_all_unordered(children);
     let observed = dropped.clone();
     let start = Instant::now();
-    let (first, outcome, dropped_when_resumed, after) = block_wait(
+    let (first, second, outcome, dropped_when_resumed, after) = block_wait(
         Task::new(async move {
             let first = stream.next().await;
+            let second = stream.next().await;
             let outcome = AssertUnwindSafe(stream.next()).catch_unwind().await;
             let dropped_when_resumed = all_set(&observed);
             let after = stream.next().await;
-            (first, outcome, dropped_when_resumed, after)
+            (first, second, outcome, dropped_when_resumed, after)
         })
         .schedule_on(&pool),
     );
     assert!(start.elapsed() < Duration::from_secs(5));
-    assert_eq!(first, Some(2));
+    assert_eq!(first, Some(2), "the output finished before the failure");
+    assert_eq!(
+        second,
+        Some(0),
+        "the cancelled sibling's output, not dropped"
+    );
     assert_eq!(panic_message(&*outcome.unwrap_err()), "child 1");
     assert_eq!(dropped_when_resumed, [true; 3]);
     assert_eq!(after, None);

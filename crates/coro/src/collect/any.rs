@@ -172,20 +172,21 @@ async fn stamp<F: Future>(fut: F, finished: Arc<AtomicUsize>) -> (F::Output, usi
     (output, finished.fetch_add(1, Ordering::SeqCst))
 }
 
-/// Like [`collect_any`], but keeps every output: once the first child finishes, the rest are
-/// cancelled and awaited, and the output of each child that returned one is given back, in
-/// input order (folly's `collectAnyNoDiscard`).
+/// Like [`collect_any`], but keeps every child's outcome: once the first child finishes, the
+/// rest are cancelled and awaited, and the result has one entry per input, in input order
+/// (folly's `collectAnyNoDiscard`):
 ///
-/// Cancellation is cooperative: a cancelled child still returns an output of its own (its
-/// sleep returned `Err(Cancelled)`, say), unless it panics. So the result holds one output per
-/// child that did not panic, in input order: the first finisher's, those that finished at about
-/// the same time, those that ignored cancellation, and whatever the cancelled ones returned.
-/// Give the children an output that tells them apart (a `Result` or an `Option`, as in the
-/// example) to keep only the values produced before cancellation. The first finisher decides
-/// on panics: if it panicked, that panic is resumed once all have finished; a later child's
-/// panic is discarded, and that child has no entry in the result.
+/// - `Some(Ok(value))`: the child returned a value: the first finisher, those that finished at
+///   about the same time, those that ignored cancellation, and whatever the cancelled ones
+///   returned (cancellation is cooperative: a cancelled sleep returns `Err(Cancelled)`, which
+///   is a value);
+/// - `Some(Err(JoinError::Panicked(..)))`: the child panicked (the first finisher's panic too:
+///   nothing is resumed, so one child's panic never shifts the others' positions);
+/// - `None`: the child was cancelled before it produced anything (its executor dropped it).
 ///
-/// Lazy, a [`Task`] named `collect_any_no_discard`; dropping it drops every unfinished child.
+/// Give the children an output that tells a real value from a cancelled one (a `Result`, as in
+/// the example) to keep only the values produced before cancellation. Lazy, a [`Task`] named
+/// `collect_any_no_discard`; dropping it drops every unfinished child.
 ///
 /// # Panics
 ///
@@ -194,17 +195,17 @@ async fn stamp<F: Future>(fut: F, finished: Arc<AtomicUsize>) -> (F::Output, usi
 /// ```
 /// use std::time::Duration;
 ///
-/// let outputs = coro::collect_any_no_discard([60_000, 5].map(|ms| async move {
+/// let outcomes = coro::collect_any_no_discard([60_000, 5].map(|ms| async move {
 ///     // Ok(ms) if the sleep ran to its end, Err(Cancelled) if it was cut short.
 ///     coro::time::sleep(Duration::from_millis(ms)).await.map(|()| ms)
 /// }));
-/// let outputs = coro::block_wait(outputs);
-/// assert_eq!(outputs.len(), 2);
-/// assert!(outputs[0].is_err()); // cancelled
-/// assert_eq!(outputs[1], Ok(5)); // the first finisher
+/// let outcomes = coro::block_wait(outcomes);
+/// assert_eq!(outcomes.len(), 2);
+/// assert!(outcomes[0].as_ref().unwrap().as_ref().unwrap().is_err()); // cancelled
+/// assert_eq!(*outcomes[1].as_ref().unwrap().as_ref().unwrap(), Ok(5)); // the first finisher
 /// ```
 #[track_caller]
-pub fn collect_any_no_discard<I, T>(iter: I) -> Task<Vec<T>>
+pub fn collect_any_no_discard<I, T>(iter: I) -> Task<Vec<Option<Result<T, JoinError>>>>
 where
     I: IntoIterator,
     I::Item: IntoFuture<Output = T>,
@@ -214,27 +215,14 @@ where
     let location = Location::caller();
     let futs = futures_of(NO_DISCARD, iter);
     let body = async move {
-        let (outcomes, first) = run_all(slots(futs, NO_DISCARD, location, |_| true), true).await;
-        let Some(first) = first else {
-            no_finisher(NO_DISCARD, outcomes)
-        };
-        let mut values = Vec::with_capacity(outcomes.len());
-        let mut first_panic = None;
-        for (index, outcome) in outcomes.into_iter().enumerate() {
-            match outcome {
-                Ok(value) => values.push(value),
-                Err(JoinError::Panicked(payload)) if index == first => first_panic = Some(payload),
-                // A later panic is discarded.
-                Err(JoinError::Panicked(_)) => {}
-                Err(cancelled) => {
-                    unwrap_child::<T>(NO_DISCARD, index, Err(cancelled));
-                }
-            }
-        }
-        if let Some(payload) = first_panic {
-            std::panic::resume_unwind(payload);
-        }
-        values
+        let (outcomes, _) = run_all(slots(futs, NO_DISCARD, location, |_| true), true).await;
+        outcomes
+            .into_iter()
+            .map(|outcome| match outcome {
+                Err(JoinError::Cancelled) => None,
+                outcome => Some(outcome),
+            })
+            .collect()
     };
     Task::with_frame(body, Cow::Borrowed(NO_DISCARD), location)
 }

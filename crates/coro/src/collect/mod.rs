@@ -9,12 +9,15 @@
 //!   parallel;
 //! - `range`: [`collect_all_range`] and [`try_collect_all_range`];
 //! - `settled`: [`collect_all_settled_range`], which never cancels siblings;
-//! - `windowed`: [`collect_all_windowed`], at most `max_in_flight` children at once;
+//! - `windowed`: [`collect_all_windowed`] and [`collect_all_windowed_settled`], at most
+//!   `max_in_flight` children at once;
 //! - `any`: [`collect_any`], [`try_collect_any`] and [`collect_any_no_discard`], where the first
 //!   child to finish decides and the rest are cancelled and awaited;
 //! - `unordered`: [`collect_all_unordered`], a stream of the outputs in completion order;
-//! - `tuple`: the [`collect_all!`](crate::collect_all) and
-//!   [`try_collect_all!`](crate::try_collect_all) macros, for children of different types.
+//! - `tuple`: the [`collect_all!`](crate::collect_all),
+//!   [`try_collect_all!`](crate::try_collect_all) and
+//!   [`collect_all_settled!`](crate::collect_all_settled) macros, for children of different
+//!   types.
 
 mod any;
 mod children;
@@ -29,6 +32,6 @@ mod windowed;
 pub use any::{collect_any, collect_any_no_discard, try_collect_any};
 pub use range::{collect_all_range, try_collect_all_range};
 pub use settled::collect_all_settled_range;
-pub use tuple::{__CollectAllTuple, __TryCollectAllTuple};
+pub use tuple::{__CollectAllSettledTuple, __CollectAllTuple, __TryCollectAllTuple};
 pub use unordered::collect_all_unordered;
-pub use windowed::collect_all_windowed;
+pub use windowed::{collect_all_windowed, collect_all_windowed_settled};

@@ -94,11 +94,15 @@ where
 }
 
 /// Like [`collect_all_range`], for children that return `Result<T, E>`: `Ok` with every value in
-/// input order, or the first failure in time (folly's `collectAllTryRange` plus early exit).
+/// input order, or the first failure in time. This is Rust's *try-join* over a range (with
+/// cancellation), not folly's `collectAllTryRange`, which keeps every child's outcome and
+/// cancels nothing: that one is
+/// [`collect_all_settled_range`](crate::collect_all_settled_range).
 ///
 /// The first child to fail, by returning `Err` or by panicking, cancels its siblings' token;
 /// once every child has finished, that `Err` is returned (or that panic resumed). Later
-/// failures are discarded. Lazy, a [`Task`] named `try_collect_all_range`.
+/// failures and the other children's values are dropped. Lazy, a [`Task`] named
+/// `try_collect_all_range`.
 ///
 /// ```
 /// use std::time::Duration;

@@ -9,6 +9,7 @@ use super::children::unwrap_child;
 use super::launch::{Collect, run};
 use super::slot::{Slot, joined};
 use crate::Task;
+use coro_executor::JoinError;
 use std::borrow::Cow;
 use std::future::Future;
 use std::panic::{Location, resume_unwind};
@@ -33,6 +34,16 @@ pub trait __TryCollectAllTuple {
     /// The collect of this tuple of futures.
     #[track_caller]
     fn __try_collect_all(self) -> Task<Result<Self::Output, Self::Error>>;
+}
+
+/// Support for [`collect_all_settled!`](crate::collect_all_settled); not a public API.
+#[doc(hidden)]
+pub trait __CollectAllSettledTuple {
+    /// The tuple of outcomes.
+    type Output;
+    /// The collect of this tuple of futures.
+    #[track_caller]
+    fn __collect_all_settled(self) -> Task<Self::Output>;
 }
 
 macro_rules! impl_tuples {
@@ -64,6 +75,31 @@ macro_rules! impl_tuples {
                         unreachable!("the first failure of {NAME} is a panic");
                     }
                     ($(unwrap_child(NAME, $i, joined(unsafe { slots.$i.take() })),)+)
+                };
+                Task::with_frame(body, Cow::Borrowed(NAME), location)
+            }
+        }
+
+        impl<$($F, $T),+> __CollectAllSettledTuple for ($($F,)+)
+        where
+            $($F: Future<Output = $T> + Send + 'static, $T: Send + 'static,)+
+        {
+            type Output = ($(Result<$T, JoinError>,)+);
+
+            #[track_caller]
+            fn __collect_all_settled(self) -> Task<Self::Output> {
+                const NAME: &str = "collect_all_settled";
+                let location = Location::caller();
+                let ($($f,)+) = self;
+                let body = async move {
+                    // No failure record: a failure never cancels the siblings.
+                    let collect =
+                        Collect::start(($(Slot::new($f, NAME, location, |_| false),)+), false);
+                    run(&collect).await;
+                    let slots = collect.children();
+                    // SAFETY (every `take`): `run` returned, so every slot is ours (see
+                    // `Collect::children`).
+                    ($(joined(unsafe { slots.$i.take() }),)+)
                 };
                 Task::with_frame(body, Cow::Borrowed(NAME), location)
             }
@@ -151,11 +187,12 @@ macro_rules! collect_all {
 }
 
 /// Like [`collect_all!`](crate::collect_all), for children that return `Result<_, E>` (one `E`
-/// for all): a lazy [`Task`](crate::Task) of `Result<(A, B, ..), E>` (folly's `collectAllTry`
-/// plus early exit).
-///
-/// The first child to fail, by returning `Err` or by panicking, cancels the others; once all
-/// have finished, that `Err` is returned (or that panic resumed). See
+/// for all): a lazy [`Task`](crate::Task) of `Result<(A, B, ..), E>`. This is Rust's
+/// *try-join* (`futures::try_join!` with cancellation), not folly's `collectAllTry`: the first
+/// child to fail, by returning `Err` or by panicking, cancels the others; once all have
+/// finished, that `Err` is returned (or that panic resumed), and the other children's outcomes
+/// are dropped. folly's `collectAllTry`, which keeps every child's outcome and cancels nothing,
+/// is [`collect_all_settled!`](crate::collect_all_settled). See
 /// [`try_collect_all_range`](crate::try_collect_all_range).
 ///
 /// ```
@@ -169,6 +206,36 @@ macro_rules! collect_all {
 macro_rules! try_collect_all {
     ($($fut:expr),+ $(,)?) => {
         $crate::__TryCollectAllTuple::__try_collect_all((
+            $(::core::future::IntoFuture::into_future($fut),)+
+        ))
+    };
+}
+
+/// Runs up to 12 futures (or tasks) of different types concurrently and gives each one's
+/// outcome, in argument order: a lazy [`Task`](crate::Task) of
+/// `(Result<A, JoinError>, Result<B, JoinError>, ..)` (folly's `collectAllTry`).
+///
+/// A child that panics gives `Err(JoinError::Panicked)` with its payload (and message), and
+/// never cancels its siblings: each runs with the caller's cancellation token, to its end.
+/// Dropping the collect drops the unfinished children. The range form is
+/// [`collect_all_settled_range`](crate::collect_all_settled_range).
+///
+/// ```
+/// let (a, b) = coro::block_wait(coro::collect_all_settled!(
+///     async { 1 },
+///     async {
+///         panic!("backend down");
+///         #[allow(unreachable_code)]
+///         "unreachable"
+///     },
+/// ));
+/// assert_eq!(a.unwrap(), 1);
+/// assert!(b.unwrap_err().to_string().contains("backend down"));
+/// ```
+#[macro_export]
+macro_rules! collect_all_settled {
+    ($($fut:expr),+ $(,)?) => {
+        $crate::__CollectAllSettledTuple::__collect_all_settled((
             $(::core::future::IntoFuture::into_future($fut),)+
         ))
     };

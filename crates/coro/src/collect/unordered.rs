@@ -24,9 +24,10 @@ const NAME: &str = "collect_all_unordered";
 ///
 /// # Panics
 ///
-/// The first child to panic, in time, cancels its siblings' token; no further outputs are
-/// yielded, and once every sibling has finished, that panic is resumed from `poll_next`. The
-/// stream then ends.
+/// The first child to panic, in time, cancels its siblings' token. Nothing that finished is
+/// lost: every output completed before the failure, and every one the cancelled siblings still
+/// return, is yielded first, in completion order; once every child has finished and its output
+/// has been yielded, that panic is resumed from `poll_next`. The stream then ends.
 ///
 /// ```
 /// use futures::StreamExt;
@@ -111,10 +112,10 @@ where
         }
     }
 
-    /// Ends the stream once every child has finished, resuming the first failure if any.
+    /// Ends the stream once every child has finished and every output was yielded, resuming
+    /// the first failure if any.
     fn finish(&mut self) -> Poll<Option<F::Output>> {
         self.done = true;
-        self.ready.clear();
         let failed = std::mem::take(&mut self.failed);
         let first = self.failure.first();
         if let Some((index, error)) = failed
@@ -160,14 +161,8 @@ where
                 .make_contiguous()
                 .sort_by_key(|(order, _)| *order);
         }
-        if this.failure.first().is_some() || !this.failed.is_empty() {
-            // A failure: yield nothing more; wait for the siblings, then resume it.
-            this.ready.clear();
-            if this.running.is_empty() {
-                return this.finish();
-            }
-            return Poll::Pending;
-        }
+        // After a failure too: every finished output is yielded before the failure is resumed
+        // (by `finish`, once nothing runs and nothing is left to yield).
         if let Some((_, output)) = this.ready.pop_front() {
             return Poll::Ready(Some(output));
         }

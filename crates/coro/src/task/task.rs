@@ -6,12 +6,12 @@ use super::with_executor::TaskWithExecutor;
 use crate::cancel::CancellationToken;
 use crate::sync::SharedTask;
 use crate::trace::frame::{Frame, FrameNode};
-use coro_executor::ExecutorHandle;
+use coro_executor::{ExecutorHandle, JoinError};
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::mem::ManuallyDrop;
-use std::panic::Location;
+use std::panic::{AssertUnwindSafe, Location, catch_unwind};
 use std::pin::Pin;
 use std::task::{Context as TaskCx, Poll};
 
@@ -157,6 +157,30 @@ impl<T: Send + 'static> Task<T> {
         TaskWithExecutor::new(self, executor.into())
     }
 
+    /// The task with its panic caught (folly's `co_awaitTry`): awaiting the result gives
+    /// `Ok(value)`, or `Err(JoinError::Panicked(payload))` if the task panicked, instead of
+    /// unwinding through the awaiter. The payload keeps the panic's message (the error's
+    /// `Display` shows it). Still lazy, under the same frame (name and creation site) and with
+    /// the same cancellation token, if it was given one.
+    ///
+    /// ```
+    /// let failed = coro::Task::new(async { panic!("backend down") as u32 }).settle();
+    /// let error = coro::block_wait(failed).unwrap_err();
+    /// assert!(error.is_panic());
+    /// assert!(error.to_string().contains("backend down"));
+    ///
+    /// assert_eq!(coro::block_wait(coro::Task::new(async { 7 }).settle()).unwrap(), 7);
+    /// ```
+    pub fn settle(mut self) -> Task<Result<T, JoinError>> {
+        let frame = self.frame().clone();
+        let own_token = self.inner_mut().own_token();
+        let settled = Task::with_frame_of(Settle { task: Some(self) }, frame);
+        match own_token {
+            Some(token) => settled.with_cancellation(token),
+            None => settled,
+        }
+    }
+
     /// Makes the task shareable: the returned [`SharedTask`] can be cloned and awaited from
     /// anywhere; the task runs once, on the first await, and every awaiter gets a clone of its
     /// value (a panic makes every awaiter panic with the same message).
@@ -220,6 +244,60 @@ impl<F: ?Sized> Framed<F> {
             self.ctx.token = token;
             self.flags |= OWN_TOKEN;
         }
+    }
+}
+
+impl<F: ?Sized> Framed<F> {
+    /// The token `with_cancellation` gave the task, if it has not started yet.
+    fn own_token(&self) -> Option<CancellationToken> {
+        (self.flags & (STARTED | OWN_TOKEN) == OWN_TOKEN).then(|| self.ctx.token.clone())
+    }
+}
+
+/// The body of [`Task::settle`]: polls the task in the frame and context of the settled task,
+/// which carries the task's own, catching a panic.
+struct Settle<T> {
+    /// `None` once it finished (or panicked).
+    task: Option<Task<T>>,
+}
+
+impl<T> Future for Settle<T> {
+    type Output = Result<T, JoinError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
+        let task = self
+            .task
+            .as_mut()
+            .expect("a settled coro Task was polled after it completed");
+        let polled = catch_unwind(AssertUnwindSafe(|| task.inner.as_mut().poll_unframed(cx)));
+        let outcome = match polled {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(value)) => Ok(value),
+            Err(payload) => Err(JoinError::Panicked(payload)),
+        };
+        // Dropped here, in the settled task's frame, like any finished child.
+        self.task = None;
+        Poll::Ready(outcome)
+    }
+}
+
+impl<F: Future + ?Sized> Framed<F> {
+    /// Polls the future in the current frame and context, which the caller set up for this
+    /// task (a wrapper that carries the task's frame and context itself, as `settle`'s does).
+    fn poll_unframed(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<F::Output> {
+        // SAFETY: as in `poll_framed`: `future` is structurally pinned, the rest is plain data.
+        let this = unsafe { self.get_unchecked_mut() };
+        this.start();
+        assert!(
+            this.flags & FINISHED == 0,
+            "a coro Task was polled after it completed"
+        );
+        // SAFETY: see above.
+        let poll = unsafe { Pin::new_unchecked(&mut this.future) }.poll(cx);
+        if poll.is_ready() {
+            this.flags |= FINISHED;
+        }
+        poll
     }
 }
 
