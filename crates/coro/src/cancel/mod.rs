@@ -4,10 +4,16 @@
 //! - `token`: [`CancellationSource`], [`CancellationToken`] and `merge`;
 //! - `callback`: [`CancellationCallback`];
 //! - `wait`: the [`CancellationToken::cancelled`] future;
-//! - `cancellable`: [`cancellable`] and [`safe_point`], which use the current task's token.
+//! - `cancellable`: [`cancellable`] and [`safe_point`], which use the current task's token;
+//! - `detach`: [`detach_on_cancel`], which stops waiting on cancellation and lets the
+//!   operation finish on its own;
+//! - `outcome`: [`CancelledOutcome`], an output that says whether its operation ended
+//!   cancelled (what `time::timeout_no_discard` needs).
 
 mod callback;
 mod cancellable;
+mod detach;
+mod outcome;
 mod state;
 mod token;
 mod wait;
@@ -17,6 +23,8 @@ mod loom_tests;
 
 pub use callback::CancellationCallback;
 pub use cancellable::{Cancellable, cancellable, safe_point};
+pub use detach::{DetachOnCancel, detach_on_cancel};
+pub use outcome::CancelledOutcome;
 pub use token::{CancellationSource, CancellationToken};
 pub use wait::WaitForCancellation;
 
