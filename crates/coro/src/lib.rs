@@ -188,6 +188,86 @@
 //!     assert!(page[4].starts_with("friends"));
 //! }
 //! ```
+//!
+//! ## 9. Outcomes: nothing finished is lost
+//!
+//! folly's outcome model: [`Task::settle`] turns a task's panic into a value
+//! (`Err(JoinError::Panicked)`), [`collect_all_settled!`] keeps every child's outcome and
+//! cancels nobody, [`time::timeout_no_discard`] waits for the operation it cancelled and keeps
+//! its result, [`cancel::detach_on_cancel`] stops waiting at once and lets the operation finish
+//! on its own, and [`retry`] retries with an exponential, jittered backoff that cancellation
+//! cuts short.
+//!
+//! ```
+//! use coro::retry::{Backoff, retry_with_backoff};
+//! use std::time::Duration;
+//!
+//! # coro::block_wait(async {
+//! let (profile, ads) = coro::collect_all_settled!(
+//!     async { "ada" },
+//!     coro::Task::new(async { panic!("ads backend down") as &str }),
+//! )
+//! .await;
+//! assert_eq!(profile.unwrap(), "ada");
+//! assert!(ads.unwrap_err().to_string().contains("ads backend down")); // the page still renders
+//!
+//! let mut attempts = 0;
+//! let policy = Backoff::builder().initial_delay(Duration::from_millis(1)).build();
+//! let fetched = retry_with_backoff(policy, || {
+//!     attempts += 1;
+//!     let attempt = attempts;
+//!     async move { if attempt < 3 { Err("busy") } else { Ok("feed") } }
+//! })
+//! .await;
+//! assert_eq!(fetched, Ok("feed"));
+//! # });
+//! ```
+//!
+//! # folly::coro → coro
+//!
+//! | folly::coro | coro | where coro differs |
+//! |---|---|---|
+//! | `Task<T>`, `co_await task` | [`Task<T>`](Task), `task.await` | the same: lazy, runs inline in the awaiter |
+//! | `co_withExecutor(ex, task)` / `scheduleOn` | [`Task::schedule_on`] | |
+//! | `co_withExecutor(ex, task).start()` | [`TaskWithExecutor::start`] | gives a [`JoinHandle`] |
+//! | `co_viaIfAsync` | (always) | a task always resumes on its own executor, whoever wakes it |
+//! | `blockingWait` | [`block_wait`] | panics on a pool's worker instead of deadlocking |
+//! | `co_withExecutor(ex, t).start()` detached | [`spawn`] | spawned tasks inherit the caller's cancellation token and task-locals; folly's do not |
+//! | `co_current_executor` | [`current_executor`] | |
+//! | `co_current_cancellation_token` | [`current_cancellation_token`] | |
+//! | `co_withCancellation(token, task)` | [`Task::with_cancellation`] | the first token set wins; no implicit merge |
+//! | `co_reschedule_on_current_executor` | [`yield_now`] | |
+//! | `co_awaitTry(task)` | [`Task::settle`] | a panic is `Err(JoinError::Panicked)` |
+//! | `CancellationSource`, `CancellationToken`, `CancellationCallback` | [`cancel::CancellationSource`], [`cancel::CancellationToken`], [`cancel::CancellationCallback`] | |
+//! | `cancellation_token_merge` | [`cancel::CancellationToken::merge`] | |
+//! | `co_safe_point` | [`cancel::safe_point`] | a `Result`, not an early return |
+//! | `OperationCancelled` | [`cancel::Cancelled`] | an error value, not an exception |
+//! | `detachOnCancel` | [`cancel::detach_on_cancel`] | a caller already cancelled does not start the op |
+//! | `sleep` | [`time::sleep`] | returns `Err(Cancelled)` when cancelled |
+//! | `timeout` | [`time::timeout`] | |
+//! | `timeoutNoDiscard` | [`time::timeout_no_discard`] | "ended cancelled" is read from the output ([`cancel::CancelledOutcome`]) |
+//! | `retryN` | [`retry::retry_n`] | cancellation between attempts returns the last error |
+//! | `retryWithExponentialBackoff` | [`retry::retry_with_backoff`] | full jitter (uniform in `[0, cap]`), not a log-normal factor |
+//! | `collectAll(a, b)` | [`collect_all!`] | |
+//! | `collectAllTry(a, b)` | [`collect_all_settled!`] | |
+//! | `collectAllRange` | [`collect_all_range`] | |
+//! | `collectAllTryRange` | [`collect_all_settled_range`] | |
+//! | `collectAllWindowed` | [`collect_all_windowed`] | |
+//! | `collectAllTryWindowed` | [`collect_all_windowed_settled`] | |
+//! | (Rust's try-join) | [`try_collect_all!`], [`try_collect_all_range`] | the first `Err` cancels the rest; not `collectAllTry` |
+//! | `collectAny` | [`collect_any`] | |
+//! | `collectAnyWithoutException` | [`try_collect_any`] | the first `Ok` wins; all `Err`: the last in time |
+//! | `collectAnyNoDiscard` | [`collect_any_no_discard`] | `None` for a child dropped before it produced anything |
+//! | `makeUnorderedAsyncGenerator` | [`collect_all_unordered`] | a `Stream`; the first panic is resumed after every finished output |
+//! | `AsyncScope` | [`AsyncScope`] | also a bounded pool ([`AsyncScope::bounded`]) |
+//! | `SharedPromise` | [`sync::SharedPromise`] | |
+//! | `FutureSplitter` / shared tasks | [`Task::shared`], [`sync::SharedTask`] | |
+//! | `SharedMutexFair` | [`sync::SharedMutexFair`] | |
+//! | `Mutex`, `Baton` | [`sync::Mutex`], [`sync::Baton`] | |
+//! | `fibers::Semaphore` | [`sync::Semaphore`] | FIFO; a small request waits behind a larger queued one |
+//! | `RequestContext` | [`task_local!`] | values are inherited by child tasks |
+//! | async stack traces (`getAsyncStackTraceStr`) | [`trace::current_stack`], [`trace::dump_all`] | every live task, from any thread |
+//! | `Executor::KeepAlive`, `CPUThreadPoolExecutor`, `InlineExecutor`, `ManualExecutor` | [`ExecutorHandle`], [`ThreadPool`], [`executor::InlineExecutor`], [`executor::ManualExecutor`] | a Go-style work-stealing pool |
 
 #![deny(missing_docs)]
 // The `coro_untraced` build (for measuring what tracing costs) leaves trace bookkeeping unused.
@@ -196,6 +276,7 @@
 pub mod cancel;
 mod collect;
 mod local;
+pub mod retry;
 mod task;
 pub mod time;
 pub mod trace;
@@ -221,9 +302,10 @@ pub use coro_executor as executor;
 pub use coro_macros::{main, task, test};
 
 pub use collect::{
-    __CollectAllTuple, __TryCollectAllTuple, collect_all_range, collect_all_settled_range,
-    collect_all_unordered, collect_all_windowed, collect_any, collect_any_no_discard,
-    try_collect_all_range, try_collect_any,
+    __CollectAllSettledTuple, __CollectAllTuple, __TryCollectAllTuple, collect_all_range,
+    collect_all_settled_range, collect_all_unordered, collect_all_windowed,
+    collect_all_windowed_settled, collect_any, collect_any_no_discard, try_collect_all_range,
+    try_collect_any,
 };
 pub use coro_executor::{ExecutorHandle, JoinError, JoinHandle, ThreadPool, default_pool};
 pub use local::{AccessError, LocalKey, Scope};
