@@ -3,7 +3,8 @@
 //! A request handler awaits two children under `collect_all!`; one waits for a `Baton` that
 //! nobody posts. `coro::trace::dump_all()` shows every live task as a tree, with the frames
 //! where each waits, without stopping anything. Then a panic deep in nested named tasks: the
-//! panic hook prints its async stack on stderr, and the `JoinHandle` reports the panic.
+//! panic hook prints its async stack on stderr, and the `JoinHandle` reports the panic. Last,
+//! a task that blocks its worker is named by the pool's stall report.
 //!
 //! Run it with `cargo run --release --example trace`.
 
@@ -49,6 +50,13 @@ async fn startup() -> u32 {
     load_settings().await
 }
 
+#[coro::task]
+async fn compress_report() -> usize {
+    // Blocks its worker for 150 ms without yielding: a stall.
+    std::thread::sleep(Duration::from_millis(150));
+    42
+}
+
 #[coro::main(worker_threads = 2)]
 async fn main() {
     // 1. A stuck DAG, and a dump taken while it is stuck.
@@ -87,4 +95,25 @@ async fn main() {
     let message = payload.downcast_ref::<&str>().copied().unwrap_or("?");
     println!("the JoinHandle reports the panic: {message:?} (its async stack is on stderr)");
     assert_eq!(message, "bad config line 3");
+
+    // 3. A poll that blocks its worker, on a pool whose stall reports are on: the hook gets the
+    // task's name and frame, how long the poll has run and where (the default hook prints the
+    // same line on stderr).
+    let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = reports.clone();
+    let watched = coro::ThreadPool::builder()
+        .worker_threads(2)
+        .thread_name("watched")
+        .stall_threshold(Duration::from_millis(50))
+        .on_stall(move |report: &coro::executor::StallReport| {
+            log.lock().unwrap().push(report.to_string());
+        })
+        .build()
+        .unwrap();
+    let size = compress_report().schedule_on(&watched).await;
+    let reports = reports.lock().unwrap();
+    println!("stall report: {}", reports.join("\n"));
+    assert_eq!(size, 42);
+    assert_eq!(reports.len(), 1, "one report for the one stalled poll");
+    assert!(reports[0].contains("`compress_report`") && reports[0].contains("trace.rs:"));
 }

@@ -62,7 +62,8 @@ pub use inline::InlineExecutor;
 pub use join::{JoinError, JoinHandle};
 pub use manual::ManualExecutor;
 pub use pool::{
-    BuildError, Offer, PoolMetrics, ThreadPool, ThreadPoolBuilder, WorkerMetrics, offer_while,
+    BuildError, Offer, PoolMetrics, StallReport, ThreadPool, ThreadPoolBuilder, WorkerMetrics,
+    offer_while,
 };
 pub use yield_now::{YieldNow, yield_now};
 

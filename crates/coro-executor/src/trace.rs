@@ -279,7 +279,9 @@ impl TaskHeader {
                 // published the cell (Release, paired with the Acquire above).
                 let root = unsafe { &*cell.root.load(Relaxed) };
                 let published = cell.published.load(Acquire);
-                let frames = if published == ROOT_ONLY {
+                // Nothing published yet (a task in its first poll, or never polled): its stack
+                // is its root frame, as for a task suspended there.
+                let frames = if published == ROOT_ONLY || published.is_null() {
                     vec![root.clone()]
                 } else {
                     // SAFETY: any other non-null value is the cell's box (see `published`).

@@ -628,3 +628,37 @@ mod collect_dumps {
         coro::block_wait(handle).unwrap();
     }
 }
+
+#[test]
+fn a_stalled_task_is_reported_with_its_name_and_frame() {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    /// Each report's task name and frame names.
+    type Seen = Arc<Mutex<Vec<(String, Vec<String>)>>>;
+    let seen: Seen = Arc::default();
+    let log = seen.clone();
+    let pool = coro::ThreadPool::builder()
+        .worker_threads(2)
+        .stall_threshold(Duration::from_millis(30))
+        .on_stall(move |report: &coro::executor::StallReport| {
+            let frames = report.stack().iter().map(|f| f.name().to_owned()).collect();
+            log.lock()
+                .unwrap()
+                .push((report.task_name().to_owned(), frames));
+        })
+        .build()
+        .unwrap();
+    #[coro::task]
+    async fn load_profile() {
+        // Blocks its worker: a stall.
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    block_wait(load_profile().schedule_on(&pool));
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        *seen,
+        [("load_profile".to_owned(), vec!["load_profile".to_owned()])],
+        "the stall was not reported, or not with the task's name and frame"
+    );
+}

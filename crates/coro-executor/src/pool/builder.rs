@@ -1,6 +1,7 @@
 //! [`ThreadPoolBuilder`] and [`BuildError`].
 
 use super::ThreadPool;
+use super::stall::{StallConfig, StallHook, StallReport};
 use std::fmt;
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use std::time::Duration;
 ///     .unwrap();
 /// assert_eq!(pool.worker_threads(), 2);
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 #[must_use = "a builder does nothing until .build() is called"]
 pub struct ThreadPoolBuilder {
     pub(crate) worker_threads: Option<usize>,
@@ -26,6 +27,8 @@ pub struct ThreadPoolBuilder {
     pub(crate) max_blocking_threads: usize,
     pub(crate) blocking_keep_alive: Duration,
     pub(crate) handoff_after: Duration,
+    pub(crate) stall_threshold: Option<Duration>,
+    pub(crate) on_stall: Option<StallHook>,
 }
 
 impl Default for ThreadPoolBuilder {
@@ -36,6 +39,8 @@ impl Default for ThreadPoolBuilder {
             max_blocking_threads: 512,
             blocking_keep_alive: Duration::from_secs(10),
             handoff_after: super::handoff::DEFAULT_HANDOFF_AFTER,
+            stall_threshold: None,
+            on_stall: None,
         }
     }
 }
@@ -142,6 +147,70 @@ impl ThreadPoolBuilder {
         self
     }
 
+    /// Reports every poll that runs longer than `threshold`, once per poll: the task's name,
+    /// its async stack (where it last suspended), how long the poll has run and on which worker
+    /// (tokio's unstable long-poll detection, built in). Off by default; when off it costs
+    /// nothing. Reports go to the hook set with [`on_stall`](Self::on_stall), by default one
+    /// line on stderr per stall. A stall is noticed by the pool's monitor, within about twice
+    /// the threshold.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let pool = coro_executor::ThreadPool::builder()
+    ///     .stall_threshold(Duration::from_millis(100))
+    ///     .build()
+    ///     .unwrap();
+    /// // A poll that blocks for 300 ms prints one line like
+    /// // "coro: task 12 `load` has run 101 ms in one poll on coro-worker-0; async stack: load (..)"
+    /// # drop(pool);
+    /// ```
+    pub fn stall_threshold(mut self, threshold: Duration) -> Self {
+        self.stall_threshold = Some(threshold);
+        self
+    }
+
+    /// The hook that receives each [`StallReport`](crate::StallReport) (see
+    /// [`stall_threshold`](Self::stall_threshold), which must be set too: `build` fails
+    /// otherwise). It runs on the pool's monitor thread, which also hands off work held up
+    /// behind long polls, so keep it short: log, count, or send the report elsewhere. A panic
+    /// in it is caught and printed, and the monitor goes on.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::time::Duration;
+    ///
+    /// static STALLS: AtomicUsize = AtomicUsize::new(0);
+    /// let pool = coro_executor::ThreadPool::builder()
+    ///     .stall_threshold(Duration::from_millis(50))
+    ///     .on_stall(|report| {
+    ///         STALLS.fetch_add(1, Ordering::Relaxed);
+    ///         eprintln!("stalled: {} for {:?}", report.task_name(), report.elapsed());
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// # drop(pool);
+    /// ```
+    pub fn on_stall(mut self, hook: impl Fn(&StallReport) + Send + Sync + 'static) -> Self {
+        self.on_stall = Some(std::sync::Arc::new(hook));
+        self
+    }
+
+    /// The stall setting this builder describes; an error if a hook was given without a
+    /// threshold.
+    pub(crate) fn stall_config(&self) -> Result<Option<StallConfig>, BuildError> {
+        match (self.stall_threshold, &self.on_stall) {
+            (None, None) => Ok(None),
+            (None, Some(_)) => Err(BuildError {
+                kind: BuildErrorKind::StallHookWithoutThreshold,
+            }),
+            (Some(threshold), hook) => Ok(Some(StallConfig {
+                threshold,
+                hook: hook.clone().unwrap_or_else(super::stall::default_hook),
+            })),
+        }
+    }
+
     /// Starts the pool's worker threads.
     ///
     /// ```
@@ -150,6 +219,20 @@ impl ThreadPoolBuilder {
     /// ```
     pub fn build(self) -> Result<ThreadPool, BuildError> {
         ThreadPool::from_builder(self)
+    }
+}
+
+impl fmt::Debug for ThreadPoolBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThreadPoolBuilder")
+            .field("worker_threads", &self.worker_threads)
+            .field("thread_name", &self.thread_name)
+            .field("max_blocking_threads", &self.max_blocking_threads)
+            .field("blocking_keep_alive", &self.blocking_keep_alive)
+            .field("handoff_after", &self.handoff_after)
+            .field("stall_threshold", &self.stall_threshold)
+            .field("on_stall", &self.on_stall.as_ref().map(|_| "<hook>"))
+            .finish()
     }
 }
 
@@ -169,6 +252,7 @@ pub(crate) enum BuildErrorKind {
     NoWorkers,
     NoBlockingThreads,
     TooManyWorkers(usize),
+    StallHookWithoutThreshold,
     Spawn(std::io::Error),
 }
 
@@ -187,6 +271,10 @@ impl fmt::Display for BuildError {
                 f,
                 "{n} worker threads were requested, more than the 65534 a pool supports; \
                  use fewer workers (one per core is usually best)"
+            ),
+            BuildErrorKind::StallHookWithoutThreshold => f.write_str(
+                "on_stall was given a hook but no stall_threshold was set, so no stall would ever \
+                 be reported; set .stall_threshold(duration) as well",
             ),
             BuildErrorKind::Spawn(e) => write!(f, "could not start a worker thread: {e}"),
         }

@@ -19,6 +19,7 @@
 //! and watched by the monitor like any worker's) but not in the idle bookkeeping: they never
 //! park and never count as searchers.
 
+use super::monitor::Watch;
 use super::queue::Local;
 use super::shared::Shared;
 use crate::executor::Runnable;
@@ -132,29 +133,9 @@ impl Helpers {
     }
 }
 
-/// What the monitor remembers of one worker between looks, to tell a stuck poll.
-#[derive(Clone, Copy)]
-pub(crate) struct Watch {
-    /// The worker's poll counter at the last look.
-    polls: u64,
-    /// When that counter value was first seen.
-    since: Instant,
-    /// The counter value already handed off (one handoff per stuck poll).
-    handed_off: Option<u64>,
-}
-
-impl Watch {
-    pub(crate) fn new(now: Instant) -> Watch {
-        Watch {
-            polls: 0,
-            since: now,
-            handed_off: None,
-        }
-    }
-}
-
 /// One look for stuck polls: hands off the queued work of every worker (or helper) whose poll
-/// counter has not moved for `after` while work waits on it. Returns how many were handed off.
+/// counter has not moved for `after` while work waits on it, once per stuck poll. Returns how
+/// many were handed off.
 pub(crate) fn look(
     shared: &Arc<Shared>,
     watches: &mut [Watch],
@@ -163,18 +144,10 @@ pub(crate) fn look(
 ) -> usize {
     let mut handed = 0;
     for (index, (remote, watch)) in shared.remotes.iter().zip(watches.iter_mut()).enumerate() {
-        let polls = remote.counters.polls.get();
-        if polls != watch.polls {
-            *watch = Watch {
-                polls,
-                since: now,
-                handed_off: None,
-            };
-            continue;
-        }
         // Only the worker itself fills its queue and next slot, and it parks or searches only
         // once both are empty: queued work and a counter that did not move mean one long poll.
         let waiting = remote.has_next() || !remote.steal.is_empty();
+        let polls = watch.polls;
         if waiting && watch.handed_off != Some(polls) && now.duration_since(watch.since) >= after {
             watch.handed_off = Some(polls);
             if hand_off(shared, index) {

@@ -10,6 +10,7 @@
 //! - `monitor`: the thread that wakes a parked worker for an offer that stays posted, and
 //!   watches for polls that hold up their worker;
 //! - `handoff`: what it does then: hand the queued work to others, or to a helper thread;
+//! - `stall`: naming the polls that run past a threshold, through a user hook;
 //! - `tasks`: the live-task list that shutdown drains;
 //! - `metrics`, `builder`: the public snapshot and configuration types.
 
@@ -24,12 +25,14 @@ mod offer;
 mod park;
 pub(crate) mod queue;
 mod shared;
+mod stall;
 mod tasks;
 mod worker;
 
 pub use builder::{BuildError, ThreadPoolBuilder};
 pub use metrics::{PoolMetrics, WorkerMetrics};
 pub use offer::{Offer, offer_while};
+pub use stall::StallReport;
 
 use crate::blocking::BlockingPool;
 use crate::executor::ExecutorHandle;
@@ -118,6 +121,7 @@ impl ThreadPool {
                 kind: BuildErrorKind::TooManyWorkers(workers),
             });
         }
+        let stall = config.stall_config()?;
         if config.max_blocking_threads == 0 {
             return Err(BuildError {
                 kind: BuildErrorKind::NoBlockingThreads,
@@ -142,7 +146,11 @@ impl ThreadPool {
             workers,
             helpers,
             blocking,
-            config.handoff_after,
+            shared::Options {
+                handoff_after: config.handoff_after,
+                stall,
+                thread_name: config.thread_name.clone(),
+            },
         ));
         {
             let mut pools = POOLS.lock().unwrap();

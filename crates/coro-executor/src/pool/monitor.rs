@@ -16,10 +16,11 @@
 //! up: the monitor then sleeps until a worker is woken (the waker wakes it too, see
 //! `Idle::monitor_may_sleep`), so an idle pool costs nothing.
 
-use super::handoff::{self, Watch};
+use super::handoff;
 use super::offer::OfferSlot;
 use super::park::Parker;
 use super::shared::Shared;
+use super::stall;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -62,6 +63,44 @@ impl Monitor {
         self.parker.unpark();
         if let Some(thread) = self.thread.get() {
             thread.unpark();
+        }
+    }
+}
+
+/// What the monitor remembers of one worker (or helper slot) between looks, to tell a poll
+/// that has gone on for a while.
+#[derive(Clone, Copy)]
+pub(crate) struct Watch {
+    /// The worker's poll counter at the last look.
+    pub(crate) polls: u64,
+    /// When that counter value was first seen.
+    pub(crate) since: Instant,
+    /// The counter value already handed off (one handoff per stuck poll).
+    pub(crate) handed_off: Option<u64>,
+    /// The counter value already reported as a stall (one report per stalled poll).
+    pub(crate) stall_reported: Option<u64>,
+}
+
+impl Watch {
+    pub(crate) fn new(now: Instant) -> Watch {
+        Watch {
+            polls: 0,
+            since: now,
+            handed_off: None,
+            stall_reported: None,
+        }
+    }
+}
+
+/// Updates each worker's watch with its poll counter: a counter that moved starts a new watch.
+pub(crate) fn observe(shared: &Shared, watches: &mut [Watch], now: Instant) {
+    for (remote, watch) in shared.remotes.iter().zip(watches.iter_mut()) {
+        let polls = remote.counters.polls.get();
+        if polls != watch.polls {
+            *watch = Watch {
+                polls,
+                ..Watch::new(now)
+            };
         }
     }
 }
@@ -116,8 +155,13 @@ pub(crate) fn run(shared: Arc<Shared>) {
     let _ = shared.monitor.thread.set(std::thread::current());
     let mut last = vec![0; shared.remotes.len()];
     let mut watches = vec![Watch::new(Instant::now()); shared.remotes.len()];
-    // Looks at least this often, so that a held-up poll is noticed within twice the threshold.
-    let longest = QUIET_PERIOD.min(shared.handoff_after).max(MIN_PERIOD);
+    // Looks at least this often, so that a held-up poll is noticed within twice the threshold
+    // (of handoff, and of stall reports when they are on).
+    let stall_threshold = shared.stall.as_ref().map_or(Duration::MAX, |s| s.threshold);
+    let longest = QUIET_PERIOD
+        .min(shared.handoff_after)
+        .min(stall_threshold)
+        .max(MIN_PERIOD);
     let mut period = MIN_PERIOD;
     let mut quiet_looks = 0;
     while !shared.is_shutdown() {
@@ -131,7 +175,12 @@ pub(crate) fn run(shared: Arc<Shared>) {
             std::thread::park_timeout(period);
         }
         let seen = look(&shared, &mut last);
-        let handed = handoff::look(&shared, &mut watches, Instant::now(), shared.handoff_after);
+        let now = Instant::now();
+        observe(&shared, &mut watches, now);
+        let handed = handoff::look(&shared, &mut watches, now, shared.handoff_after);
+        if let Some(config) = &shared.stall {
+            stall::look(&shared, config, &mut watches, now);
+        }
         quiet_looks = if seen.posted || handed > 0 {
             0
         } else {

@@ -7,6 +7,7 @@ use super::monitor::Monitor;
 use super::offer::OfferSlot;
 use super::park::Parker;
 use super::queue;
+use super::stall::StallConfig;
 use super::tasks::TaskList;
 use super::worker::{self, Placement};
 use crate::blocking::BlockingPool;
@@ -53,6 +54,9 @@ pub(crate) struct Remote {
     pub(crate) counters: WorkerCounters,
     /// Work the worker offers while it runs a stretch of work inline (`offer.rs`).
     pub(crate) offer: OfferSlot,
+    /// The header of the task being polled, while stall reports are on (`stall.rs`); null
+    /// otherwise and between polls.
+    running: AtomicPtr<TaskHeader>,
 }
 
 /// How long a task must wait in the next slot of a worker that stays in one poll before a
@@ -88,7 +92,20 @@ impl Remote {
             parker: Parker::new(),
             counters: WorkerCounters::default(),
             offer: OfferSlot::new(),
+            running: AtomicPtr::new(ptr::null_mut()),
         }
+    }
+
+    /// The header of the task this worker polls right now, if stall reports are on: only
+    /// compared and looked up in the task list, never dereferenced directly.
+    pub(crate) fn running_task(&self) -> *mut TaskHeader {
+        self.running.load(Relaxed)
+    }
+
+    /// Publishes the task about to be polled (null after the poll). Relaxed: the monitor only
+    /// uses it as a key into the task list, whose own synchronisation makes the read safe.
+    pub(crate) fn set_running(&self, header: *const TaskHeader) {
+        self.running.store(header.cast_mut(), Relaxed);
     }
 
     /// This slot's counters and queue depth, for [`PoolMetrics`](super::PoolMetrics).
@@ -146,7 +163,18 @@ pub(crate) struct Shared {
     pub(crate) helpers: Helpers,
     /// How long a poll may hold up its worker's queue before the monitor hands the queue off.
     pub(crate) handoff_after: Duration,
+    /// Stall reports, if on (`stall.rs`).
+    pub(crate) stall: Option<StallConfig>,
+    /// The prefix of the pool's thread names.
+    thread_name: String,
     shutdown: AtomicBool,
+}
+
+/// The settings of a pool that its shared state keeps.
+pub(crate) struct Options {
+    pub(crate) handoff_after: Duration,
+    pub(crate) stall: Option<StallConfig>,
+    pub(crate) thread_name: String,
 }
 
 impl Shared {
@@ -155,13 +183,13 @@ impl Shared {
     #[cfg(loom)]
     pub(crate) fn new(remotes: Box<[Remote]>, blocking: BlockingPool) -> Shared {
         let workers = remotes.len();
-        Shared::with_spares(
-            remotes,
-            workers,
-            Helpers::new(workers, Vec::new(), String::new()),
-            blocking,
-            super::handoff::DEFAULT_HANDOFF_AFTER,
-        )
+        let options = Options {
+            handoff_after: super::handoff::DEFAULT_HANDOFF_AFTER,
+            stall: None,
+            thread_name: String::new(),
+        };
+        let helpers = Helpers::new(workers, Vec::new(), String::new());
+        Shared::with_spares(remotes, workers, helpers, blocking, options)
     }
 
     /// The shared state of a pool whose first `workers` remotes are workers and the rest the
@@ -171,7 +199,7 @@ impl Shared {
         workers: usize,
         helpers: Helpers,
         blocking: BlockingPool,
-        handoff_after: Duration,
+        options: Options,
     ) -> Shared {
         Shared {
             remotes,
@@ -182,9 +210,23 @@ impl Shared {
             blocking,
             monitor: Monitor::new(),
             helpers,
-            handoff_after,
+            handoff_after: options.handoff_after,
+            stall: options.stall,
+            thread_name: options.thread_name,
             shutdown: AtomicBool::new(false),
         }
+    }
+
+    /// The name of the thread of slot `index`: a worker's, or a helper's on a spare slot.
+    pub(crate) fn thread_name(&self, index: usize) -> Option<String> {
+        if self.thread_name.is_empty() {
+            return None;
+        }
+        Some(if index < self.workers {
+            format!("{}-{index}", self.thread_name)
+        } else {
+            format!("{}-helper-{}", self.thread_name, index - self.workers)
+        })
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {

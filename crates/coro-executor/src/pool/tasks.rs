@@ -301,6 +301,22 @@ impl TaskList {
         );
     }
 
+    /// A snapshot of the listed task whose header is `header`, if it is listed (a task that
+    /// finished is not, and its header is never read).
+    pub(crate) fn snapshot_of(&self, header: *const TaskHeader) -> Option<TaskSnapshot> {
+        let mut found = None;
+        // SAFETY: as in `snapshot_into`: the visit keeps a listed task alive while we read it.
+        self.visit(
+            |_| {},
+            |_, listed| {
+                if found.is_none() && std::ptr::eq(listed.as_ptr(), header) {
+                    found = Some(unsafe { listed.as_ref().snapshot() });
+                }
+            },
+        );
+        found
+    }
+
     /// Tasks spawned and not yet finished or dropped (nor taken by [`close`](Self::close)).
     ///
     /// Counted by looking at every slot, under each shard's lock: this is for metrics, which

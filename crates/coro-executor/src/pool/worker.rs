@@ -313,8 +313,16 @@ impl Worker {
                 }
             }
         }
-        self.remote().counters.polls.add(1);
+        let remote = self.remote();
+        remote.counters.polls.add(1);
+        if self.shared.stall.is_none() {
+            task.run();
+            return;
+        }
+        // Stall reports are on: publish what runs, for the monitor to name it (`stall.rs`).
+        remote.set_running(task.metadata());
         task.run();
+        remote.set_running(ptr::null());
     }
 
     /// Takes from an offer found while searching. Whatever `take` spawns lands in this
