@@ -4,7 +4,8 @@
 //! nobody posts. `coro::trace::dump_all()` shows every live task as a tree, with the frames
 //! where each waits, without stopping anything. Then a panic deep in nested named tasks: the
 //! panic hook prints its async stack on stderr, and the `JoinHandle` reports the panic. Last,
-//! a task that blocks its worker is named by the pool's stall report.
+//! a child awaited on another pool shows its awaiter's frames after its own, and a task that
+//! blocks its worker is named by the pool's stall report.
 //!
 //! Run it with `cargo run --release --example trace`.
 
@@ -48,6 +49,17 @@ async fn load_settings() -> u32 {
 #[coro::task]
 async fn startup() -> u32 {
     load_settings().await
+}
+
+#[coro::task]
+async fn render_on_other_pool() -> coro::trace::AsyncStack {
+    coro::trace::current_stack()
+}
+
+/// Awaits `render_on_other_pool` on `pool`, from a named task of its own.
+#[coro::task]
+async fn render_on(pool: coro::ExecutorHandle) -> String {
+    render_on_other_pool().schedule_on(pool).await.to_string()
 }
 
 #[coro::task]
@@ -96,7 +108,18 @@ async fn main() {
     println!("the JoinHandle reports the panic: {message:?} (its async stack is on stderr)");
     assert_eq!(message, "bad config line 3");
 
-    // 3. A poll that blocks its worker, on a pool whose stall reports are on: the hook gets the
+    // 3. A chain across executors: a child scheduled on another pool shows its own frames,
+    // then its awaiter's, whichever executor each runs on.
+    let other = coro::ThreadPool::builder()
+        .worker_threads(1)
+        .thread_name("other")
+        .build()
+        .unwrap();
+    let stack = render_on(other.handle()).await;
+    println!("a child on another pool, awaited from here, sees:\n{stack}");
+    assert!(stack.contains("at render_on_other_pool (") && stack.contains("at main ("));
+
+    // 4. A poll that blocks its worker, on a pool whose stall reports are on: the hook gets the
     // task's name and frame, how long the poll has run and where (the default hook prints the
     // same line on stderr).
     let reports = Arc::new(std::sync::Mutex::new(Vec::new()));

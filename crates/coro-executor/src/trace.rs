@@ -14,7 +14,7 @@ use std::fmt;
 use std::num::NonZeroU64;
 use std::panic::Location;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering, Ordering::*};
 
 /// One frame of an async stack: a name and the source location it stands for.
 ///
@@ -189,6 +189,8 @@ const UNKNOWN: usize = 0;
 /// ```
 pub struct TaskHeader {
     id: u64,
+    /// The attached cell: in the task's future ([`attach`]), or owned by this header (tagged
+    /// with [`OWNED_CELL`], from [`attach_owned`]) and freed with it. Read through [`cell`].
     trace: AtomicPtr<TraceCell>,
     /// The [`TaskState`] in the low bits; while the task runs, also the per-poll publication
     /// bits ([`PUBLISHED`], [`RELINKED`]). Only the thread polling the task writes it during a
@@ -208,20 +210,21 @@ pub struct TaskHeader {
 impl TaskHeader {
     /// A header for a new task.
     pub(crate) fn new() -> TaskHeader {
+        TaskHeader::with_pool(None)
+    }
+
+    /// A header for a new task of `pool`.
+    pub(crate) fn for_pool(pool: std::sync::Arc<crate::pool::Shared>) -> TaskHeader {
+        TaskHeader::with_pool(Some(pool))
+    }
+
+    fn with_pool(pool: Option<std::sync::Arc<crate::pool::Shared>>) -> TaskHeader {
         TaskHeader {
             id: next_id(),
             trace: AtomicPtr::new(ptr::null_mut()),
             state: AtomicU8::new(SCHEDULED),
             last: AtomicUsize::new(UNKNOWN),
-            pool: None,
-        }
-    }
-
-    /// A header for a new task of `pool`.
-    pub(crate) fn for_pool(pool: std::sync::Arc<crate::pool::Shared>) -> TaskHeader {
-        TaskHeader {
-            pool: Some(pool),
-            ..TaskHeader::new()
+            pool,
         }
     }
 
@@ -265,12 +268,17 @@ impl TaskHeader {
 
     /// Copies what a dump shows of this task.
     ///
+    /// The attached cell, if any, without its ownership tag.
+    fn cell(&self, order: Ordering) -> *mut TraceCell {
+        self.trace.load(order).map_addr(|addr| addr & !OWNED_CELL)
+    }
+
     /// # Safety
     /// The caller holds the lock of the task-list shard listing this task, so the task's future
     /// (which owns the attached `TraceCell`) is not being dropped: the entry is removed, under
     /// that lock, before the future's fields are.
     pub(crate) unsafe fn snapshot(&self) -> TaskSnapshot {
-        let cell = self.trace.load(Acquire);
+        let cell = self.cell(Acquire);
         // SAFETY: a non-null `trace` points into this task's future, alive per the contract above.
         let (name, parent, frames) = match unsafe { cell.as_ref() } {
             Some(cell) => {
@@ -302,6 +310,26 @@ impl TaskHeader {
             state: self.state(),
             name,
             frames,
+        }
+    }
+}
+
+/// The tag of [`TaskHeader::trace`] for a cell the header owns (cells are 8-aligned, so the
+/// bit is free).
+const OWNED_CELL: usize = 1;
+
+impl Drop for TaskHeader {
+    fn drop(&mut self) {
+        let tagged = *self.trace.get_mut();
+        if tagged.addr() & OWNED_CELL != 0 {
+            // SAFETY: a tagged pointer is the first field of an `OwnedCell` that came from
+            // `Box::into_raw` in `attach_owned` (`repr(C)`: the same address), and only this drop
+            // frees it; the task is gone (async-task drops the header last), so no
+            // snapshot can read the cell any more (it was unlisted before its future dropped).
+            let owned = tagged
+                .map_addr(|addr| addr & !OWNED_CELL)
+                .cast::<OwnedCell>();
+            drop(unsafe { Box::from_raw(owned) });
         }
     }
 }
@@ -578,6 +606,64 @@ pub unsafe fn attach(cell: &TraceCell, root: &Frame) -> bool {
     }
 }
 
+/// Attaches a trace cell that the task itself owns (freed with the task), with a copy of
+/// `root` as its outermost frame, to the task being polled on this thread, unless a cell is
+/// attached already. For a future that carries a frame but no cell of its own: a coro `Task`
+/// spawned through [`ExecutorHandle::spawn`](crate::ExecutorHandle::spawn) or a user's
+/// executor rather than as a coro root. Returns whether it attached one. The cell shows no
+/// spawning parent, and its stack is always copied when published.
+///
+/// ```
+/// use coro_executor::trace::{Frame, attach_owned, snapshot_tasks};
+/// use std::panic::Location;
+///
+/// let pool = coro_executor::ThreadPool::new(1).unwrap();
+/// let join = pool.spawn(async {
+///     let root = Frame::new("owned", Location::caller());
+///     assert!(attach_owned(&root));
+///     assert!(!attach_owned(&root), "attached once");
+///     let me = coro_executor::trace::current_task_id().unwrap();
+///     snapshot_tasks().into_iter().find(|t| t.id() == me).unwrap().name().to_owned()
+/// });
+/// assert_eq!(futures::executor::block_on(join).unwrap(), "owned");
+/// ```
+pub fn attach_owned(root: &Frame) -> bool {
+    let Some(header) = current_header() else {
+        return false;
+    };
+    if !header.trace.load(Relaxed).is_null() {
+        return false;
+    }
+    let owned = Box::into_raw(Box::new(OwnedCell {
+        cell: TraceCell::with_parent(None),
+        root: root.clone(),
+    }));
+    // SAFETY: just allocated, and boxed: the frame stays where it is until the box is freed,
+    // with the header, after every snapshot of the task.
+    let cell = unsafe {
+        (*owned)
+            .cell
+            .root
+            .store(ptr::addr_of_mut!((*owned).root), Relaxed);
+        ptr::addr_of_mut!((*owned).cell)
+    };
+    header.last.store(UNKNOWN, Relaxed);
+    // Release: a snapshot that sees the cell sees its root. Only the polling thread attaches.
+    header
+        .trace
+        .store(cell.map_addr(|addr| addr | OWNED_CELL), Release);
+    true
+}
+
+/// A cell owned by its task's header, with its own copy of the root frame (the frame it was
+/// given may not outlive the task's future). `cell` first, so a pointer to it is one to the
+/// whole (`repr(C)`).
+#[repr(C)]
+struct OwnedCell {
+    cell: TraceCell,
+    root: Frame,
+}
+
 /// The header of the task being polled on this thread, if any.
 #[inline]
 fn current_header<'a>() -> Option<&'a TaskHeader> {
@@ -665,10 +751,13 @@ fn publish_from(
     frames: fn() -> Vec<Frame>,
 ) {
     header.last.store(innermost, Relaxed);
-    // SAFETY: a non-null `trace` points at the cell attached by this task's future, which is
-    // being polled (so alive and in place) on this thread.
-    if let Some(cell) = unsafe { header.trace.load(Relaxed).as_ref() } {
-        cell.publish(alone, fingerprint, frames);
+    // An owned cell's root is a copy, not necessarily the frame that is outermost now: its
+    // stack is always copied.
+    let owned = header.trace.load(Relaxed).addr() & OWNED_CELL != 0;
+    // SAFETY: a non-null `trace` points at the cell attached by this task's future (alive and
+    // in place while it is polled on this thread) or owned by the header.
+    if let Some(cell) = unsafe { header.cell(Relaxed).as_ref() } {
+        cell.publish(alone && !owned, fingerprint, frames);
     }
 }
 

@@ -662,3 +662,131 @@ fn a_stalled_task_is_reported_with_its_name_and_frame() {
         "the stall was not reported, or not with the task's name and frame"
     );
 }
+
+/// Waits (bounded) until the dump lists a task named `name` in `state`, and returns its frame
+/// names.
+fn frames_of_dumped(name: &str, state: coro::trace::TaskState) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let dump = coro::trace::dump_all();
+        if let Some(task) = dump
+            .tasks()
+            .iter()
+            .find(|t| t.name() == name && t.state() == state)
+        {
+            return task.frames().iter().map(|f| f.name().to_owned()).collect();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no task `{name}` in state {state:?} in:\n{dump}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+#[coro::task]
+async fn waits_in_child(baton: std::sync::Arc<coro::sync::Baton>) {
+    waits_for_baton(baton).await
+}
+
+#[coro::task]
+async fn waits_for_baton(baton: std::sync::Arc<coro::sync::Baton>) {
+    baton.wait().await
+}
+
+#[test]
+fn a_task_spawned_on_a_pool_directly_is_traced_with_its_name_and_stack() {
+    use coro::trace::TaskState;
+    let pool = coro::ThreadPool::new(1).unwrap();
+    let baton = std::sync::Arc::new(coro::sync::Baton::new());
+    let handle = pool.spawn(waits_in_child(baton.clone()).named("direct_pool"));
+    assert_eq!(
+        frames_of_dumped("direct_pool", TaskState::Suspended),
+        ["waits_for_baton", "direct_pool"]
+    );
+    baton.post();
+    block_wait(handle).unwrap();
+}
+
+#[test]
+fn a_task_spawned_through_a_users_executor_is_traced() {
+    use coro::executor::{Executor, ExecutorHandle, Runnable};
+    use coro::trace::TaskState;
+    /// A user's executor: runs each task on a fresh thread.
+    struct ThreadPerTask;
+    impl Executor for ThreadPerTask {
+        fn schedule(&self, runnable: Runnable) {
+            std::thread::spawn(move || runnable.run());
+        }
+    }
+    let handle = ExecutorHandle::new(ThreadPerTask);
+    let baton = std::sync::Arc::new(coro::sync::Baton::new());
+    let join = handle.spawn(waits_in_child(baton.clone()).named("users_executor"));
+    assert_eq!(
+        frames_of_dumped("users_executor", TaskState::Suspended),
+        ["waits_for_baton", "users_executor"]
+    );
+    baton.post();
+    block_wait(join).unwrap();
+}
+
+#[test]
+fn a_task_awaited_by_a_plain_spawned_future_keeps_a_valid_root_after_it_finishes() {
+    use coro::trace::TaskState;
+    let pool = coro::ThreadPool::new(1).unwrap();
+    let baton = std::sync::Arc::new(coro::sync::Baton::new());
+    let b = baton.clone();
+    // The Task is the outermost frame of a plain future, and finishes long before it: the
+    // task's trace must not point into the Task's freed box afterwards.
+    let handle = pool.spawn(async move {
+        Task::new(async {}).named("first_step").await;
+        waits_for_baton(b).await;
+    });
+    assert_eq!(
+        frames_of_dumped("first_step", TaskState::Suspended),
+        ["waits_for_baton"]
+    );
+    baton.post();
+    block_wait(handle).unwrap();
+}
+
+#[test]
+fn a_child_on_another_executor_continues_its_stack_into_its_awaiter() {
+    use coro::trace::TaskState;
+    let (a, b) = (
+        coro::ThreadPool::new(1).unwrap(),
+        coro::ThreadPool::new(1).unwrap(),
+    );
+    let baton = std::sync::Arc::new(coro::sync::Baton::new());
+    let (b_handle, waiter) = (b.handle(), baton.clone());
+    // In the child, on pool B: its own frame, then its awaiter's chain on pool A.
+    let stack = block_wait(
+        Task::new(async move {
+            Task::new(async move {
+                Task::new(async { leaf().await })
+                    .named("child")
+                    .schedule_on(b_handle)
+                    .await
+            })
+            .named("awaiter")
+            .await
+        })
+        .named("root")
+        .schedule_on(&a),
+    );
+    let names: Vec<_> = stack.frames().iter().map(|f| f.name()).collect();
+    assert_eq!(names, ["leaf", "child", "awaiter", "root"]);
+
+    // In a dump, while the child waits on pool B.
+    let child = Task::new(async move { waits_for_baton(waiter).await }).named("remote_child");
+    let parent = Task::new(async move { child.schedule_on(b.handle()).await })
+        .named("local_parent")
+        .schedule_on(&a)
+        .start();
+    assert_eq!(
+        frames_of_dumped("remote_child", TaskState::Suspended),
+        ["waits_for_baton", "remote_child", "local_parent"]
+    );
+    baton.post();
+    block_wait(parent).unwrap();
+}

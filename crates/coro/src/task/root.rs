@@ -98,7 +98,9 @@ impl<F: Future> Future for FramedRoot<F> {
 
 #[cfg(not(coro_untraced))]
 mod traced {
-    use crate::trace::frame::{Frame, FrameNode, current_fingerprint, inside_frame, walk_current};
+    use crate::trace::frame::{
+        Frame, FrameNode, current_fingerprint, has_continuation, inside_frame, walk_current,
+    };
     use coro_executor::trace::{self, TraceCell};
     use std::pin::Pin;
     use std::ptr;
@@ -160,7 +162,7 @@ mod traced {
     pub(crate) fn publish_suspension(innermost: &FrameNode) {
         trace::publish_suspension(
             ptr::from_ref(innermost).cast(),
-            innermost.is_outermost(),
+            innermost.is_outermost() && !has_continuation(),
             current_fingerprint,
             current_frames,
         );

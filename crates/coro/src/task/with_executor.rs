@@ -1,7 +1,9 @@
 //! [`TaskWithExecutor`]: a task bound to an executor (folly's `scheduleOn`).
 
-use super::root::{RootTrace, spawn_root};
+use super::root::{RootBody, RootTrace, spawn_root};
 use super::task::Task;
+use crate::trace::Frame;
+use crate::trace::frame::continue_into;
 use coro_executor::{ExecutorHandle, JoinError, JoinHandle};
 use std::fmt;
 use std::future::Future;
@@ -82,6 +84,44 @@ fn launch<T: Send + 'static>(executor: &ExecutorHandle, mut task: Task<T>) -> Jo
     spawn_root(executor, move || (RootTrace::new(), task))
 }
 
+/// [`launch`] for a task awaited where it is launched: its async stack continues into the
+/// awaiter's frames, whichever executor each runs on (folly keeps the awaiter chain across
+/// executors too).
+fn launch_awaited<T: Send + 'static>(
+    executor: &ExecutorHandle,
+    mut task: Task<T>,
+) -> JoinHandle<T> {
+    task.capture_context();
+    let awaiter: Box<[Frame]> = crate::trace::current_stack().frames().into();
+    spawn_root(executor, move || {
+        (RootTrace::new(), Continued { task, awaiter })
+    })
+}
+
+/// A task spawned for an awaiter on another executor, with that awaiter's frames (captured at
+/// the await, innermost first) as the continuation of its stack.
+struct Continued<T> {
+    task: Task<T>,
+    awaiter: Box<[Frame]>,
+}
+
+impl<T> RootBody for Continued<T> {
+    fn root_frame(&self) -> &Frame {
+        self.task.frame()
+    }
+}
+
+impl<T> Future for Continued<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let this = &mut *self;
+        // The frames live in this future, which outlives the guard.
+        let _continued = (!this.awaiter.is_empty()).then(|| continue_into(&this.awaiter));
+        Pin::new(&mut this.task).poll(cx)
+    }
+}
+
 impl<T: Send + 'static> Future for TaskWithExecutor<T> {
     type Output = T;
 
@@ -91,7 +131,7 @@ impl<T: Send + 'static> Future for TaskWithExecutor<T> {
             let State::NotStarted(task) = std::mem::replace(&mut this.state, State::Done) else {
                 unreachable!()
             };
-            this.state = State::Running(launch(&this.executor, task));
+            this.state = State::Running(launch_awaited(&this.executor, task));
         }
         let State::Running(handle) = &mut this.state else {
             panic!("a TaskWithExecutor was polled after it completed");

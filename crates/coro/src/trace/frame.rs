@@ -21,6 +21,34 @@ unsafe impl Send for FrameNode {}
 thread_local! {
     /// The innermost frame being polled on this thread.
     static CURRENT: Cell<*const FrameNode> = const { Cell::new(ptr::null()) };
+    /// The frames of the awaiter, on another executor, of the root task being polled on this
+    /// thread, if it has one (a task awaited through `schedule_on`): the stack continues there.
+    static CONTINUATION: Cell<(*const Frame, usize)> = const { Cell::new((ptr::null(), 0)) };
+}
+
+/// Makes `frames` (the awaiter's, outermost last) the continuation of the stack being polled on
+/// this thread until the guard drops.
+///
+/// The slice must stay alive and in place until the guard is dropped.
+pub(crate) fn continue_into(frames: &[Frame]) -> ContinuationGuard {
+    let previous = CONTINUATION.with(|c| c.replace((frames.as_ptr(), frames.len())));
+    ContinuationGuard { previous }
+}
+
+pub(crate) struct ContinuationGuard {
+    previous: (*const Frame, usize),
+}
+
+impl Drop for ContinuationGuard {
+    fn drop(&mut self) {
+        CONTINUATION.with(|c| c.set(self.previous));
+    }
+}
+
+/// Whether the stack being polled continues in an awaiter on another executor.
+#[inline]
+pub(crate) fn has_continuation() -> bool {
+    !CONTINUATION.with(Cell::get).0.is_null()
 }
 
 /// The link of a frame not entered since it was made or renamed: no frame lives at this
@@ -105,7 +133,8 @@ pub(crate) fn current_fingerprint() -> u64 {
     hash | 1
 }
 
-/// Calls `f` on each frame from the innermost one being polled on this thread out to the root.
+/// Calls `f` on each frame from the innermost one being polled on this thread out to the root,
+/// then on the frames of the root's awaiter on another executor, if any, out to its root.
 pub(crate) fn walk_current(mut f: impl FnMut(&Frame)) {
     let mut node = CURRENT.with(Cell::get);
     // SAFETY: every node on the chain is a frame whose task is being polled further up this
@@ -114,5 +143,13 @@ pub(crate) fn walk_current(mut f: impl FnMut(&Frame)) {
     while let Some(n) = unsafe { node.as_ref() } {
         f(&n.frame);
         node = n.parent.get();
+    }
+    let (continuation, len) = CONTINUATION.with(Cell::get);
+    if !continuation.is_null() {
+        // SAFETY: set by `continue_into` from a slice that outlives its guard, which is live
+        // (the guards restore `CONTINUATION` in LIFO order).
+        for frame in unsafe { std::slice::from_raw_parts(continuation, len) } {
+            f(frame);
+        }
     }
 }

@@ -2,14 +2,17 @@
 //! its awaiter's while it runs.
 //!
 //! - `frame`: [`Frame`] and the per-thread chain of frames being polled;
-//! - `dump`: [`dump_all`] and its tree rendering.
+//! - `dump`: [`dump_all`] and its tree rendering;
+//! - `signal`: [`dump_on_signal`], the dump written to stderr on a signal (Unix).
 
 mod dump;
 pub(crate) mod frame;
+mod signal;
 
 pub use coro_executor::trace::{TaskSnapshot, TaskState};
 pub use dump::{TaskDump, dump_all};
 pub use frame::Frame;
+pub use signal::{DEFAULT_DUMP_SIGNAL, SignalDump, dump_on_signal};
 
 use std::fmt;
 use std::sync::Once;
