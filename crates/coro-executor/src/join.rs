@@ -4,6 +4,7 @@ use crate::trace::TaskHeader;
 use std::any::Any;
 use std::fmt;
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -114,7 +115,7 @@ impl std::error::Error for JoinError {}
 /// ```
 #[must_use = "dropping a JoinHandle detaches the task; call .detach() to say so"]
 pub struct JoinHandle<T> {
-    task: Option<async_task::FallibleTask<Result<T, Panic>, TaskHeader>>,
+    task: Option<async_task::FallibleTask<Outcome<T>, TaskHeader>>,
 }
 
 impl<T> JoinHandle<T> {
@@ -192,7 +193,7 @@ impl<T> Future for JoinHandle<T> {
                 // Detaching a finished task is free; clearing the slot makes a second poll a
                 // clear error rather than a hang.
                 self.task = None;
-                Poll::Ready(match outcome {
+                Poll::Ready(match outcome.map(Outcome::into_inner) {
                     Some(Ok(value)) => Ok(value),
                     Some(Err(payload)) => Err(JoinError::Panicked(payload)),
                     None => Err(JoinError::Cancelled),
@@ -208,6 +209,38 @@ impl<T> fmt::Debug for JoinHandle<T> {
             .field("finished", &self.is_finished())
             .finish()
     }
+}
+
+/// A task's outcome as async-task stores it: its value, or the payload of its panic. Its Drop
+/// catches a panic in the value's (or the payload's) destructor: async-task drops an outcome
+/// nobody took (a detached task's) under an abort-on-panic guard, and a user's destructor must
+/// not abort the process. (The panic hook has reported the panic when it happened.)
+pub(crate) struct Outcome<T>(ManuallyDrop<Result<T, Panic>>);
+
+impl<T> Outcome<T> {
+    pub(crate) fn new(outcome: Result<T, Panic>) -> Self {
+        Outcome(ManuallyDrop::new(outcome))
+    }
+
+    pub(crate) fn into_inner(self) -> Result<T, Panic> {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: taken once; `this` is never dropped, so the value is not dropped again.
+        unsafe { ManuallyDrop::take(&mut this.0) }
+    }
+}
+
+impl<T> Drop for Outcome<T> {
+    fn drop(&mut self) {
+        // SAFETY: dropped once, here; the field is not used afterwards.
+        let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
+            ManuallyDrop::drop(&mut self.0)
+        }));
+    }
+}
+
+/// Drops `value`, catching a panic in its destructor; returns the panic's payload if any.
+pub(crate) fn drop_catching<T>(value: T) -> Option<Panic> {
+    catch_unwind(AssertUnwindSafe(move || drop(value))).err()
 }
 
 /// Runs a future, turning a panic in `poll` into `Err(payload)` so that it reaches the

@@ -1,15 +1,24 @@
 //! How every task is built: the future wrapped so that it catches panics, tracks its state and
 //! removes itself from its task list when dropped, with a [`TaskHeader`] as async-task metadata.
+//!
+//! No user code runs under async-task's abort-on-panic guards: async-task drops a finished
+//! future, a cancelled one and an outcome nobody took inside `abort_on_panic`, so a panicking
+//! destructor there would abort the process. Instead the wrapper drops a finished future itself,
+//! in its poll, where a panic in the destructor is caught and becomes the task's outcome (as
+//! tokio reports it through the `JoinHandle`); it drops an unfinished one (cancellation,
+//! shutdown) in its own `Drop`, catching a panic (the panic hook has printed it, and the handle
+//! resolves `Cancelled`); and the outcome's own `Drop` catches a panic of the value's.
 
-use crate::join::{CatchUnwind, Panic};
+use crate::join::{CatchUnwind, Outcome, drop_catching};
 use crate::pool::{TaskKey, TaskList};
 use crate::trace::{self, TaskHeader};
 use async_task::{Builder, Runnable, Schedule};
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-pub(crate) type RawTask<T> = async_task::Task<Result<T, Panic>, TaskHeader>;
+pub(crate) type RawTask<T> = async_task::Task<Outcome<T>, TaskHeader>;
 
 /// Builds the task for the future `make` returns, listed in its task list under `key`. The
 /// future is made in the task's allocation, not moved there through the spawn's layers: a
@@ -29,11 +38,7 @@ where
     let entry = Entry { key };
     // The header reference is typed `'static` so the future meets async-task's bounds; it is
     // really valid for the life of the task's allocation, which outlives the future.
-    let make = move |header: &'static TaskHeader| Tracked {
-        _entry: entry,
-        header,
-        future: CatchUnwind::new(make()),
-    };
+    let make = move |header: &'static TaskHeader| Tracked::new(Some(entry), header, make());
     // SAFETY: `spawn_unchecked` is used only so that the future may borrow the task's own
     // metadata (the header), which async-task keeps alive for as long as the future: it is
     // dropped with the allocation, after the future. Everything else meets `spawn`'s bounds: the
@@ -57,18 +62,23 @@ where
     F::Output: Send + 'static,
     S: Schedule<TaskHeader> + Send + Sync + 'static,
 {
-    Builder::new()
-        .metadata(TaskHeader::new())
-        .spawn(move |_| CatchUnwind::new(fut), schedule)
+    let make = move |header: &'static TaskHeader| Tracked::new(None, header, fut);
+    // SAFETY: as in `build`.
+    unsafe {
+        Builder::new()
+            .metadata(TaskHeader::new())
+            .spawn_unchecked(make, schedule)
+    }
 }
 
-/// A spawned future with its list entry. `_entry` is the first field so that it is dropped (the
-/// task leaves its list) before the future is: a snapshot holding the list's lock may be
-/// reading data inside the future.
+/// A spawned future with its list entry (if listed). The entry is dropped (the task leaves its
+/// list) before the future is, always: a snapshot holding the list's lock may be reading data
+/// inside the future (its trace cell and frames).
 struct Tracked<'a, F> {
-    _entry: Entry,
-    header: &'a TaskHeader,
-    future: F,
+    entry: Option<Entry>,
+    /// `None` once the future was dropped (it finished): a flag that costs no space.
+    header: Option<&'a TaskHeader>,
+    future: ManuallyDrop<CatchUnwind<F>>,
 }
 
 struct Entry {
@@ -81,8 +91,33 @@ impl Drop for Entry {
     }
 }
 
+impl<'a, F> Tracked<'a, F> {
+    fn new(entry: Option<Entry>, header: &'a TaskHeader, future: F) -> Self {
+        Tracked {
+            entry,
+            header: Some(header),
+            future: ManuallyDrop::new(CatchUnwind::new(future)),
+        }
+    }
+
+    /// Unlists the task, then drops its future in place, catching a panic in the future's
+    /// destructor; does nothing the second time.
+    fn drop_future(&mut self) -> Option<crate::join::Panic> {
+        self.header.take()?;
+        // The entry goes first (see the type's doc).
+        drop(self.entry.take());
+        // SAFETY: once (`header` was taken above, so this is not reached again); dropped in
+        // place: the pinned future never moves. A destructor that panics has still dropped the
+        // whole value (drop glue finishes while unwinding), and it is not dropped again.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+            ManuallyDrop::drop(&mut self.future)
+        }))
+        .err()
+    }
+}
+
 impl<F: Future> Future for Tracked<'_, F> {
-    type Output = F::Output;
+    type Output = Outcome<F::Output>;
 
     // Called from one place, async-task's `run`. Left to itself the compiler often keeps it out
     // of line, and then the task's state marks and the current-task switch (see
@@ -90,12 +125,44 @@ impl<F: Future> Future for Tracked<'_, F> {
     // poll: about 8 instructions per poll more than inlined (`benches/tracing_cost.py
     // --instructions`).
     #[inline(always)]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        // SAFETY: `future` is structurally pinned: `Tracked` never moves it and has no Drop impl
-        // (only `entry` has one, and it is not pinned).
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<F::Output>> {
+        // SAFETY: `future` is structurally pinned: `Tracked` never moves it, and drops it only in
+        // place (in `drop_future`); the other fields are not pinned.
         let this = unsafe { self.get_unchecked_mut() };
-        let _running = trace::enter(this.header);
-        // SAFETY: as above.
-        unsafe { Pin::new_unchecked(&mut this.future) }.poll(cx)
+        let header = this.header.expect("a finished task was polled again");
+        let outcome = {
+            let _running = trace::enter(header);
+            // SAFETY: as above; the future is not dropped yet (`header` is set).
+            match unsafe { Pin::new_unchecked(&mut *this.future) }.poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(outcome) => outcome,
+            }
+        };
+        // Finished: drop the future here rather than leave it to async-task, which would drop
+        // it under its abort-on-panic guard; a panic in its destructor becomes the outcome.
+        let drop_panic = this.drop_future();
+        Poll::Ready(Outcome::new(match (outcome, drop_panic) {
+            (Ok(value), Some(payload)) => {
+                // The value is lost with the task's failure; its own destructor may panic too.
+                drop_catching(value);
+                Err(payload)
+            }
+            (outcome, None) => outcome,
+            // The poll's panic is the one reported; the destructor's is dropped.
+            (Err(payload), Some(second)) => {
+                drop_catching(second);
+                Err(payload)
+            }
+        }))
+    }
+}
+
+impl<F> Drop for Tracked<'_, F> {
+    fn drop(&mut self) {
+        // Cancelled, or dropped at shutdown, unfinished: a panic in the future's destructor is
+        // caught (the panic hook has printed it); the handle resolves `Cancelled`.
+        if let Some(payload) = self.drop_future() {
+            drop_catching(payload);
+        }
     }
 }

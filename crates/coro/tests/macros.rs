@@ -41,6 +41,9 @@ async fn test_honours_worker_threads() {
     for handle in handles {
         names.insert(handle.await.unwrap());
     }
+    // On a loaded machine a 200 µs poll can outlast the handoff threshold in wall time, and a
+    // handoff helper (`coro-worker-helper-N`) may then run some tasks: only workers count.
+    names.retain(|n| !n.contains("-helper-"));
     let allowed = ["coro-worker-0", "coro-worker-1", "coro-worker-2"];
     assert!(
         names.iter().all(|n| allowed.contains(&n.as_str())),
