@@ -382,14 +382,6 @@ impl<T> Future for Task<T> {
     type Output = T;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<T> {
-        #[cfg(not(coro_untraced))]
-        if !crate::trace::frame::inside_frame() {
-            // The outermost frame of an executor task. Spawned as a coro root (`coro::spawn`,
-            // `start`), the task has its trace cell already; handed to an executor directly
-            // (`ThreadPool::spawn`, `ExecutorHandle::spawn`, a user's executor), it has none:
-            // give it one, so dumps show its name and stack rather than `<untraced>`.
-            coro_executor::trace::attach_owned(self.frame());
-        }
         self.inner.as_mut().poll_framed(cx)
     }
 }

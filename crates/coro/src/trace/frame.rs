@@ -87,6 +87,14 @@ impl FrameNode {
     pub(crate) fn enter(&self) -> FrameGuard {
         let parent = CURRENT.with(|c| c.replace(self));
         if self.parent.get() != parent {
+            if parent.is_null() {
+                // The outermost frame of an executor task. A coro root (`coro::spawn`, `start`)
+                // has its trace cell already; a Task handed to an executor directly
+                // (`ThreadPool::spawn`, `ExecutorHandle::spawn`, a user's executor) has none:
+                // give it one, so dumps show its name and stack rather than `<untraced>`.
+                // (Checked only when the link changes: a frame first entered, or moved.)
+                coro_executor::trace::attach_owned(&self.frame);
+            }
             self.parent.set(parent);
             crate::task::root::note_relinked();
         }
