@@ -388,6 +388,9 @@ pub struct TraceCell {
     published: AtomicPtr<Published>,
 }
 
+/// The bit of [`TraceCell::parent`] that says the parent awaits the task (ids never reach it).
+const AWAITED_BY_PARENT: u64 = 1 << 63;
+
 /// [`TraceCell::published`]: the stack is the root frame alone. Never the address of a box
 /// (no allocation lives at the lowest aligned address).
 const ROOT_ONLY: *mut Published = ptr::dangling_mut();
@@ -425,6 +428,26 @@ impl TraceCell {
         TraceCell {
             root: AtomicPtr::new(ptr::null_mut()),
             parent: parent.and_then(NonZeroU64::new),
+            published: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// A cell whose parent in snapshots is `parent`, which also *awaits* this task where it
+    /// waits (a collect's child driven by a task of its own): a dump continues this task's stack
+    /// into its parent's ([`TaskSnapshot::awaited_by_parent`]).
+    ///
+    /// ```
+    /// let cell = coro_executor::trace::TraceCell::awaited_by(Some(7));
+    /// # drop(cell);
+    /// ```
+    #[inline]
+    pub fn awaited_by(parent: Option<u64>) -> Self {
+        TraceCell {
+            root: AtomicPtr::new(ptr::null_mut()),
+            // Ids start at 1: 0 (no parent) stays no parent, without the mark.
+            parent: parent
+                .filter(|&p| p != 0)
+                .and_then(|p| NonZeroU64::new(p | AWAITED_BY_PARENT)),
             published: AtomicPtr::new(ptr::null_mut()),
         }
     }
@@ -843,7 +866,33 @@ impl TaskSnapshot {
     /// # drop(parents);
     /// ```
     pub fn parent_id(&self) -> Option<u64> {
+        self.parent.map(|parent| parent & !AWAITED_BY_PARENT)
+    }
+
+    /// Whether the parent awaits this task where it waits ([`TraceCell::awaited_by`]: a
+    /// collect's child driven by a task of its own), so that its stack continues into the
+    /// parent's.
+    ///
+    /// ```
+    /// let awaited = coro_executor::trace::snapshot_tasks().iter().filter(|t| t.awaited_by_parent()).count();
+    /// # drop(awaited);
+    /// ```
+    pub fn awaited_by_parent(&self) -> bool {
         self.parent
+            .is_some_and(|parent| parent & AWAITED_BY_PARENT != 0)
+    }
+
+    /// Appends `frames` (outermost last) to this task's stack: for a dump that continues an
+    /// awaited task's stack into its awaiter's. Not for general use.
+    ///
+    /// ```
+    /// # for mut task in coro_executor::trace::snapshot_tasks() {
+    /// task.continue_into(&[]);
+    /// # }
+    /// ```
+    #[doc(hidden)]
+    pub fn continue_into(&mut self, frames: &[Frame]) {
+        self.frames.extend_from_slice(frames);
     }
 
     /// Running, scheduled or suspended.

@@ -416,6 +416,25 @@ mod dump {
         });
         let text = dump.to_string();
         assert!(text.contains("at collect_all_range ("), "{text}");
+        // Each child's own chain: its frame, then the collect's and its parent's, to the root
+        // (the children suspended while the collect ran them inline, so each is driven by a task
+        // of its own).
+        let dump = dump_until("the children's stacks continued into the collect's", |t| {
+            t.parent_id() == Some(parent)
+                && t.frames().iter().map(|f| f.name()).collect::<Vec<_>>()
+                    == ["collect_all_range", "collect_all_range", "fan_out"]
+        });
+        let children: Vec<_> = dump
+            .tasks()
+            .iter()
+            .filter(|t| t.parent_id() == Some(parent))
+            .collect();
+        assert_eq!(children.len(), 3);
+        for child in children {
+            assert!(child.awaited_by_parent(), "{child:?}");
+            let names: Vec<_> = child.frames().iter().map(|f| f.name()).collect();
+            assert_eq!(names.last(), Some(&"fan_out"), "{names:?}");
+        }
         for tx in senders {
             tx.send(()).unwrap();
         }
@@ -621,6 +640,19 @@ mod collect_dumps {
                 parent.is_none_or(|p| p.name() != "collect_all_range"),
                 "a collect helper shows under another helper, not under the collect's task: \
                  {helper:?}"
+            );
+        }
+        // Children that idle workers took continue their stacks into the collect's task too.
+        let root = tasks
+            .iter()
+            .find(|t| t.name() == "helper_chain")
+            .unwrap()
+            .id();
+        for child in tasks.iter().filter(|t| t.parent_id() == Some(root)) {
+            assert_eq!(
+                names(child).last(),
+                Some(&"helper_chain"),
+                "a taken child's stack does not continue into the collect's: {child:?}"
             );
         }
         release.store(true, SeqCst);

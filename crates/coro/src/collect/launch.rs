@@ -274,7 +274,7 @@ fn drive<S: ChildSlots>(collect: &Arc<Collect<S>>, index: usize) -> Driven {
             }
         };
         let parent = collect.collect_task;
-        spawn_root(executor, move || (RootTrace::under(parent), driver))
+        spawn_root(executor, move || (RootTrace::awaited_by(parent), driver))
     });
     Driven {
         index,

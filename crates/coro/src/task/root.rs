@@ -125,11 +125,12 @@ mod traced {
             }
         }
 
-        /// The trace of a task shown in dumps under task `parent` rather than the spawner.
+        /// The trace of a task that task `parent` awaits (a collect's driven child): dumps
+        /// show it under `parent`, its stack continued into the parent's.
         #[inline]
-        pub(crate) fn under(parent: Option<u64>) -> RootTrace {
+        pub(crate) fn awaited_by(parent: Option<u64>) -> RootTrace {
             RootTrace {
-                cell: TraceCell::with_parent(parent),
+                cell: TraceCell::awaited_by(parent),
             }
         }
 
@@ -189,7 +190,7 @@ mod untraced {
             RootTrace
         }
 
-        pub(crate) fn under(_parent: Option<u64>) -> RootTrace {
+        pub(crate) fn awaited_by(_parent: Option<u64>) -> RootTrace {
             RootTrace
         }
 

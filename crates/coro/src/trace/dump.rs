@@ -1,7 +1,7 @@
 //! [`dump_all`]: every live task of every executor, as a tree.
 
 use coro_executor::trace::{TaskSnapshot, snapshot_tasks};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
 /// A snapshot of every live task, from [`dump_all`]. Display prints a tree: each task with its
@@ -53,7 +53,46 @@ impl TaskDump {
 pub fn dump_all() -> TaskDump {
     let mut tasks = snapshot_tasks();
     tasks.sort_by_key(TaskSnapshot::id);
+    continue_awaited_stacks(&mut tasks);
     TaskDump { tasks }
+}
+
+/// Continues the stack of each task that its parent awaits (a collect's child driven by a task
+/// of its own, whether it suspended while the collect ran it inline or an idle worker took it)
+/// into the parent's, so that each child reads its own frames, then the collect's, out to the
+/// root. Parents first: a parent's stack is complete before its children copy it.
+fn continue_awaited_stacks(tasks: &mut [TaskSnapshot]) {
+    let index: HashMap<u64, usize> = tasks.iter().enumerate().map(|(i, t)| (t.id(), i)).collect();
+    let mut done = vec![false; tasks.len()];
+    for start in 0..tasks.len() {
+        // The chain of awaited tasks from `start` up to the first not awaited (or done) one.
+        let mut chain = Vec::new();
+        let mut at = start;
+        while !done[at] {
+            done[at] = true;
+            chain.push(at);
+            match tasks[at]
+                .parent_id()
+                .filter(|_| tasks[at].awaited_by_parent())
+                .and_then(|parent| index.get(&parent).copied())
+            {
+                Some(parent) => at = parent,
+                None => break,
+            }
+        }
+        // Outermost first, so that each copies a finished stack.
+        for &child in chain.iter().rev() {
+            let Some(parent) = tasks[child]
+                .parent_id()
+                .filter(|_| tasks[child].awaited_by_parent())
+                .and_then(|parent| index.get(&parent).copied())
+            else {
+                continue;
+            };
+            let frames = tasks[parent].frames().to_vec();
+            tasks[child].continue_into(&frames);
+        }
+    }
 }
 
 impl fmt::Display for TaskDump {
