@@ -274,6 +274,7 @@
 #![cfg_attr(coro_untraced, allow(dead_code))]
 
 pub mod cancel;
+pub mod channel;
 mod collect;
 mod local;
 pub mod retry;

@@ -41,7 +41,7 @@ mod promise;
 mod semaphore;
 mod shared_mutex;
 mod shared_task;
-mod waiters;
+pub(crate) mod waiters;
 mod wakers;
 
 #[cfg(all(test, loom))]

@@ -52,7 +52,7 @@ pub(crate) struct WaitList<M> {
     queued: usize,
 }
 
-impl<M: Copy> WaitList<M> {
+impl<M> WaitList<M> {
     pub(crate) const fn new() -> Self {
         WaitList {
             slots: Vec::new(),
@@ -69,13 +69,46 @@ impl<M: Copy> WaitList<M> {
         self.queued == 0
     }
 
+    /// How many waiters are queued.
+    pub(crate) fn len(&self) -> usize {
+        self.queued
+    }
+
     /// Queues a waiter at the back.
     pub(crate) fn push_back(&mut self, mode: M, waker: Waker) -> Key {
+        let key = self.alloc(mode, waker);
+        let index = key.0;
+        self.slots[index as usize].prev = self.tail;
+        match self.tail {
+            NIL => self.head = index,
+            tail => self.slots[tail as usize].next = index,
+        }
+        self.tail = index;
+        self.queued += 1;
+        key
+    }
+
+    /// Queues a waiter at the front: one that was granted and has to wait again keeps its turn.
+    pub(crate) fn push_front(&mut self, mode: M, waker: Waker) -> Key {
+        let key = self.alloc(mode, waker);
+        let index = key.0;
+        self.slots[index as usize].next = self.head;
+        match self.head {
+            NIL => self.tail = index,
+            head => self.slots[head as usize].prev = index,
+        }
+        self.head = index;
+        self.queued += 1;
+        key
+    }
+
+    /// A slot for a new queued waiter, not linked yet.
+    fn alloc(&mut self, mode: M, waker: Waker) -> Key {
         let slot = Slot {
             mode,
             waker: Some(waker),
             state: Some(WaiterState::Queued),
-            prev: self.tail,
+            prev: NIL,
             next: NIL,
         };
         let index = if self.free != NIL {
@@ -91,12 +124,6 @@ impl<M: Copy> WaitList<M> {
             self.slots.push(slot);
             index
         };
-        match self.tail {
-            NIL => self.head = index,
-            tail => self.slots[tail as usize].next = index,
-        }
-        self.tail = index;
-        self.queued += 1;
         Key(index)
     }
 
@@ -112,8 +139,16 @@ impl<M: Copy> WaitList<M> {
     }
 
     /// What the waiter asked for.
-    pub(crate) fn mode(&self, key: Key) -> M {
+    pub(crate) fn mode(&self, key: Key) -> M
+    where
+        M: Copy,
+    {
         self.slots[key.0 as usize].mode
+    }
+
+    /// The waiter's mode, to change: a channel keeps the value a waiter sends or receives here.
+    pub(crate) fn mode_mut(&mut self, key: Key) -> &mut M {
+        &mut self.slots[key.0 as usize].mode
     }
 
     /// Where the waiter stands.
@@ -352,8 +387,13 @@ mod tests {
         assert!(reused.0 < 5);
         assert_eq!(order(&list), [3, 9]);
         assert_eq!(list.slots.len(), 5);
+        let first = list.push_front(7, Waker::noop().clone());
+        assert_eq!(order(&list), [7, 3, 9]);
+        assert_eq!(list.len(), 3);
         list.remove(keys[3]);
         list.remove(reused);
+        assert_eq!(order(&list), [7]);
+        list.remove(first);
         assert!(list.is_empty());
         assert_eq!(list.front(), None);
     }

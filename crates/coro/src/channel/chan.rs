@@ -1,0 +1,357 @@
+//! [`Chan`]: the state every sender and receiver of one channel share, and the two operations
+//! that move values through it.
+//!
+//! Everything lives under one short mutex, as in Go's `hchan`: the buffer, the closed flag and
+//! two FIFO queues of waiters (the [`WaitList`] of `coro::sync`), sends waiting for room and
+//! receives waiting for a value.
+//!
+//! - A send that finds a receive waiting puts its value straight into that receive's slot and
+//!   wakes it (from a pool worker, into that worker's next slot, so it runs as soon as the
+//!   sender's task suspends). Nothing goes through the buffer.
+//! - A send that finds no room waits, keeping its value. A receive that makes room *grants* the
+//!   first waiting send a reserved place (`reserved` counts them) and wakes it; the send puts
+//!   its value in when it runs. On a rendezvous channel a receive that queues grants a waiting
+//!   send instead, which then hands its value to a waiting receive.
+//! - So a value enters the channel only in the poll of its own send, the one that returns
+//!   `Ready(Ok)`: a send future dropped at any other point never sent (tokio's guarantee for
+//!   `select!`), and a granted send that is dropped passes its grant to the next one.
+//! - Closing grants every waiting send (it fails and gives its value back) and every waiting
+//!   receive with an empty slot (closed and drained: a receive only waits while the buffer is
+//!   empty).
+//! - A receive that was handed a value and then dropped before taking it gives the value back:
+//!   to the next waiting receive, or to the front of the buffer, so it is delivered exactly
+//!   once and ahead of everything sent after it. That may take the buffer past its capacity for
+//!   a while; sends wait until it is back under.
+//!
+//! Wakers are woken, and values dropped, only after the mutex is released: both may run user
+//! code, which may use this channel again.
+
+use crate::sync::waiters::{Key, WaitList, WaiterState, WakeList};
+use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::*};
+use coro_executor::loom::sync::{Mutex, MutexGuard};
+use std::collections::VecDeque;
+use std::task::{Poll, Waker};
+
+/// One channel's shared state.
+pub(crate) struct Chan<T> {
+    state: Mutex<State<T>>,
+    /// `None`: unbounded; `Some(0)`: rendezvous.
+    capacity: Option<usize>,
+    /// Live `Sender` handles; the last one to go closes the channel.
+    senders: AtomicUsize,
+    /// Live `Receiver` handles; the last one to go closes the channel and drops what is buffered.
+    receivers: AtomicUsize,
+}
+
+struct State<T> {
+    buffer: VecDeque<T>,
+    closed: bool,
+    /// Granted sends that have not put their value in yet: each holds a place in the buffer
+    /// (or, on a rendezvous channel, a claim on a waiting receive).
+    reserved: usize,
+    /// Sends waiting for room (their values stay in their futures).
+    send_waiters: WaitList<()>,
+    /// Receives waiting for a value, each handed one (or none, when the channel closed).
+    recv_waiters: WaitList<Option<T>>,
+}
+
+/// What an attempt to send did.
+pub(crate) enum SendAttempt {
+    /// The value is in the channel (taken from the caller's `Option`).
+    Sent,
+    /// The channel is closed; the value stays with the caller.
+    Closed,
+    /// No room, and there was no waker to queue with (a `try_send`).
+    Full,
+    /// Queued; wait for [`Chan::poll_send_grant`].
+    Queued(Key),
+}
+
+/// What an attempt to receive did.
+pub(crate) enum RecvAttempt<T> {
+    /// A value.
+    Received(T),
+    /// Closed and drained.
+    Closed,
+    /// Nothing to take, and there was no waker to queue with (a `try_recv`).
+    Empty,
+    /// Queued; wait for [`Chan::poll_recv_grant`].
+    Queued(Key),
+}
+
+impl<T> Chan<T> {
+    /// A channel with one sender and one receiver.
+    pub(crate) fn new(capacity: Option<usize>) -> Self {
+        Chan {
+            state: Mutex::new(State {
+                buffer: VecDeque::with_capacity(capacity.unwrap_or(0).min(1024)),
+                closed: false,
+                reserved: 0,
+                send_waiters: WaitList::new(),
+                recv_waiters: WaitList::new(),
+            }),
+            capacity,
+            senders: AtomicUsize::new(1),
+            receivers: AtomicUsize::new(1),
+        }
+    }
+
+    /// The state. A panic never leaves it half-changed (user code runs only outside the lock,
+    /// except a waker's `clone`, which happens before anything is changed), so a poisoned lock
+    /// is taken as it is.
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn capacity(&self) -> Option<usize> {
+        self.capacity
+    }
+
+    /// Whether one more waiting send can be granted: a place in the buffer nobody has reserved,
+    /// or on a rendezvous channel a waiting receive no granted send has claimed.
+    fn can_grant_sender(&self, state: &State<T>) -> bool {
+        match self.capacity {
+            None => true,
+            Some(0) => state.recv_waiters.len() > state.reserved,
+            Some(cap) => state.buffer.len() + state.reserved < cap,
+        }
+    }
+
+    /// Grants waiting sends while there is room for them.
+    fn grant_senders(&self, state: &mut State<T>, wakes: &mut WakeList) {
+        while let Some(sender) = state.send_waiters.front() {
+            if state.closed || !self.can_grant_sender(state) {
+                break;
+            }
+            state.send_waiters.grant(sender, wakes);
+            state.reserved += 1;
+        }
+    }
+
+    /// Puts `value` in the channel: into the first waiting receive's slot, else the buffer.
+    /// The caller has checked that it may.
+    fn deliver(state: &mut State<T>, value: T, wakes: &mut WakeList) {
+        match state.recv_waiters.front() {
+            Some(receiver) => {
+                // A receive waits only while the buffer is empty: hand the value over.
+                *state.recv_waiters.mode_mut(receiver) = Some(value);
+                state.recv_waiters.grant(receiver, wakes);
+            }
+            None => state.buffer.push_back(value),
+        }
+    }
+
+    /// Sends the value in `value` now (taking it), or queues with `waker` (or reports `Full`
+    /// when there is none). Waiting sends go first: a new one never overtakes them.
+    pub(crate) fn start_send(&self, value: &mut Option<T>, waker: Option<&Waker>) -> SendAttempt {
+        let mut wakes = WakeList::default();
+        let attempt = {
+            let mut state = self.lock();
+            let now = state.send_waiters.is_empty()
+                && match self.capacity {
+                    None => true,
+                    Some(0) => state.recv_waiters.len() > state.reserved,
+                    Some(cap) => {
+                        !state.recv_waiters.is_empty()
+                            || state.buffer.len() + state.reserved < cap
+                    }
+                };
+            if state.closed {
+                SendAttempt::Closed
+            } else if now {
+                let value = value.take().expect("a coro::channel send without a value");
+                Self::deliver(&mut state, value, &mut wakes);
+                SendAttempt::Sent
+            } else if let Some(waker) = waker {
+                let waker = waker.clone();
+                SendAttempt::Queued(state.send_waiters.push_back((), waker))
+            } else {
+                SendAttempt::Full
+            }
+        };
+        wakes.wake_all();
+        attempt
+    }
+
+    /// Whether the queued send `*key` is done: `Ready(Ok(()))` once it put the value in `value`
+    /// into the channel (taking it), `Ready(Err(()))` if the channel closed first (the value
+    /// stays). Pending, it keeps `waker`; a rendezvous send whose receive went away meanwhile
+    /// queues again at the front (`*key` changes).
+    pub(crate) fn poll_send_grant(
+        &self,
+        key: &mut Key,
+        value: &mut Option<T>,
+        waker: &Waker,
+    ) -> Poll<Result<(), ()>> {
+        let mut wakes = WakeList::default();
+        let polled = {
+            let mut state = self.lock();
+            match state.send_waiters.state(*key) {
+                WaiterState::Queued => {
+                    state.send_waiters.set_waker(*key, waker);
+                    Poll::Pending
+                }
+                WaiterState::Granted => {
+                    state.send_waiters.remove(*key);
+                    state.reserved -= 1;
+                    if state.closed {
+                        Poll::Ready(Err(()))
+                    } else if self.capacity == Some(0) && state.recv_waiters.is_empty() {
+                        // The receive this grant was for is gone: wait again, first in line.
+                        *key = state.send_waiters.push_front((), waker.clone());
+                        Poll::Pending
+                    } else {
+                        let value = value.take().expect("a coro::channel send without a value");
+                        Self::deliver(&mut state, value, &mut wakes);
+                        Poll::Ready(Ok(()))
+                    }
+                }
+            }
+        };
+        wakes.wake_all();
+        polled
+    }
+
+    /// The queued send `key` gives up (its value stays with the caller); a grant it received
+    /// goes to the next waiting send.
+    pub(crate) fn abandon_send(&self, key: Key) {
+        let mut wakes = WakeList::default();
+        {
+            let mut state = self.lock();
+            if state.send_waiters.remove(key) == WaiterState::Granted {
+                state.reserved -= 1;
+                self.grant_senders(&mut state, &mut wakes);
+            }
+        }
+        wakes.wake_all();
+    }
+
+    /// Takes a value now, or queues a receive with `waker` (or reports `Empty` when there is
+    /// none).
+    pub(crate) fn start_recv(&self, waker: Option<&Waker>) -> RecvAttempt<T> {
+        let mut wakes = WakeList::default();
+        let attempt = {
+            let mut state = self.lock();
+            if let Some(value) = state.buffer.pop_front() {
+                // Room was made for a waiting send.
+                self.grant_senders(&mut state, &mut wakes);
+                RecvAttempt::Received(value)
+            } else if state.closed {
+                RecvAttempt::Closed
+            } else if let Some(waker) = waker {
+                let waker = waker.clone();
+                let key = state.recv_waiters.push_back(None, waker);
+                // On a rendezvous channel a waiting receive is what a send waits for.
+                self.grant_senders(&mut state, &mut wakes);
+                RecvAttempt::Queued(key)
+            } else {
+                RecvAttempt::Empty
+            }
+        };
+        wakes.wake_all();
+        attempt
+    }
+    /// Whether the queued receive `key` is done: `Ready(Some(value))` when it was handed a
+    /// value, `Ready(None)` when the channel closed and drained first. Pending, it keeps `waker`.
+    pub(crate) fn poll_recv_grant(&self, key: Key, waker: &Waker) -> Poll<Option<T>> {
+        let mut state = self.lock();
+        match state.recv_waiters.state(key) {
+            WaiterState::Granted => {
+                let value = state.recv_waiters.mode_mut(key).take();
+                state.recv_waiters.remove(key);
+                Poll::Ready(value)
+            }
+            WaiterState::Queued => {
+                state.recv_waiters.set_waker(key, waker);
+                Poll::Pending
+            }
+        }
+    }
+
+    /// The queued receive `key` gives up. A value it was handed and never took goes to the next
+    /// waiting receiver or back to the front of the buffer; if no receiver is left to take it,
+    /// it is returned for the caller to drop outside the lock.
+    pub(crate) fn abandon_recv(&self, key: Key) -> Option<T> {
+        let mut wakes = WakeList::default();
+        let orphan = {
+            let mut state = self.lock();
+            let value = state.recv_waiters.mode_mut(key).take();
+            state.recv_waiters.remove(key);
+            match value {
+                None => None,
+                Some(value) => {
+                    if let Some(next) = state.recv_waiters.front() {
+                        *state.recv_waiters.mode_mut(next) = Some(value);
+                        state.recv_waiters.grant(next, &mut wakes);
+                        None
+                    } else if self.receivers.load(Acquire) == 0 {
+                        Some(value)
+                    } else {
+                        state.buffer.push_front(value);
+                        None
+                    }
+                }
+            }
+        };
+        wakes.wake_all();
+        orphan
+    }
+
+    /// Closes the channel: true for the call that closed it. Waiting senders get their values
+    /// back, waiting receivers learn it is closed; buffered values stay to be drained.
+    pub(crate) fn close(&self) -> bool {
+        let mut wakes = WakeList::default();
+        let closed_now = {
+            let mut state = self.lock();
+            if state.closed {
+                false
+            } else {
+                state.closed = true;
+                while let Some(sender) = state.send_waiters.front() {
+                    // Granted to learn of the close; counted like any grant until it does.
+                    state.send_waiters.grant(sender, &mut wakes);
+                    state.reserved += 1;
+                }
+                while let Some(receiver) = state.recv_waiters.front() {
+                    state.recv_waiters.grant(receiver, &mut wakes);
+                }
+                true
+            }
+        };
+        wakes.wake_all();
+        closed_now
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lock().buffer.len()
+    }
+
+    pub(crate) fn add_sender(&self) {
+        self.senders.fetch_add(1, Relaxed);
+    }
+
+    /// A sender handle is gone; the last one closes the channel.
+    pub(crate) fn drop_sender(&self) {
+        if self.senders.fetch_sub(1, AcqRel) == 1 {
+            self.close();
+        }
+    }
+
+    pub(crate) fn add_receiver(&self) {
+        self.receivers.fetch_add(1, Relaxed);
+    }
+
+    /// A receiver handle is gone; the last one closes the channel and drops what nobody can
+    /// receive any more (outside the lock: a value's `Drop` may use the channel).
+    pub(crate) fn drop_receiver(&self) {
+        if self.receivers.fetch_sub(1, AcqRel) == 1 {
+            self.close();
+            let buffered = std::mem::take(&mut self.lock().buffer);
+            drop(buffered);
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! Loom models of `coro::channel`: sends, receives, cancellation and close racing on two
+//! threads. Each checks that every value is delivered exactly once or given back to its sender,
+//! and that no waiter is left hanging (loom reports a waiter nobody can wake as a deadlock).
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
+//!     cargo test -p coro --lib --release --target-dir target/loom -- loom_channel
+//! ```
+//!
+//! - `loom_channel_send_races_receive_drop`: a queued receive dropped while a send hands it a
+//!   value: the value is received afterwards, exactly once.
+//! - `loom_channel_full_send_drop_races_receive`: a send waiting on a full bounded(1) channel is
+//!   dropped while a receive makes room (and may grant it): the dropped send never sent, and
+//!   the place it may have been granted is free again.
+//! - `loom_channel_close_races_send_and_receive`: `close` racing a waiting send and a receive:
+//!   the send either delivered (and its value is received) or failed with its value back.
+//! - `loom_channel_rendezvous`: a rendezvous send and receive on two threads meet; a dropped
+//!   receive in between does not strand the send.
+//! - `loom_oneshot_send_races_receiver_drop`: the value is received or comes back to the
+//!   sender, never both and never neither.
+
+use super::{RecvError, SendError, TryRecvError, bounded, oneshot, unbounded};
+use coro_executor::loom::sync::Arc;
+use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use coro_executor::loom::thread;
+use loom::future::block_on;
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+fn poll_once<F: Future>(future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+    future.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+#[test]
+fn loom_channel_send_races_receive_drop() {
+    loom::model(|| {
+        let (tx, rx) = unbounded::<u32>();
+        let rx = Arc::new(rx);
+        let waiting = {
+            let rx = rx.clone();
+            thread::spawn(move || {
+                let mut recv = pin!(rx.recv());
+                // Queued (or, if the send came first, done): dropped either way.
+                match poll_once(recv.as_mut()) {
+                    Poll::Ready(value) => Some(value.expect("the channel is open")),
+                    Poll::Pending => None,
+                }
+            })
+        };
+        tx.try_send(7).unwrap();
+        let early = waiting.join().unwrap();
+        let late = rx.try_recv().ok();
+        assert_eq!(
+            early.into_iter().chain(late).collect::<Vec<_>>(),
+            [7],
+            "delivered exactly once"
+        );
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    });
+}
+
+#[test]
+fn loom_channel_full_send_drop_races_receive() {
+    loom::model(|| {
+        let (tx, rx) = bounded::<u32>(1);
+        tx.try_send(0).unwrap();
+        let tx = Arc::new(tx);
+        let dropped = {
+            let tx = tx.clone();
+            thread::spawn(move || {
+                let mut send = pin!(tx.send(1));
+                // Sent now if the receive made room first; else queued and then dropped.
+                poll_once(send.as_mut()).is_ready()
+            })
+        };
+        assert_eq!(rx.try_recv(), Ok(0));
+        let sent_one = dropped.join().unwrap();
+        let got: Vec<u32> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+        if sent_one {
+            assert_eq!(got, [1]);
+        } else {
+            assert_eq!(got, [], "a dropped send never sent");
+        }
+        // Nothing is left reserved by the dropped send: a new one gets the place at once.
+        assert_eq!(tx.try_send(2), Ok(()));
+        assert_eq!(rx.try_recv(), Ok(2));
+    });
+}
+
+#[test]
+fn loom_channel_close_races_send_and_receive() {
+    loom::model(|| {
+        let (tx, rx) = bounded::<u32>(0);
+        let rx = Arc::new(rx);
+        let closer = {
+            let rx = rx.clone();
+            thread::spawn(move || {
+                rx.close();
+            })
+        };
+        let received = {
+            let rx = rx.clone();
+            thread::spawn(move || block_on(rx.recv()))
+        };
+        let sent = block_on(tx.send(5));
+        closer.join().unwrap();
+        let received = received.join().unwrap();
+        match (sent, received) {
+            (Ok(()), Ok(5)) => {}
+            (Err(SendError(5)), Err(RecvError)) => {}
+            other => panic!("delivered once or given back, got {other:?}"),
+        }
+    });
+}
+
+#[test]
+fn loom_channel_rendezvous() {
+    loom::model(|| {
+        let (tx, rx) = bounded::<u32>(0);
+        let delivered = Arc::new(AtomicUsize::new(0));
+        let receiver = {
+            let delivered = delivered.clone();
+            thread::spawn(move || {
+                {
+                    // A receive that queues and is dropped at once.
+                    let mut first = pin!(rx.recv());
+                    if let Poll::Ready(Ok(v)) = poll_once(first.as_mut()) {
+                        delivered.fetch_add(v as usize, SeqCst);
+                        return;
+                    }
+                }
+                let v = block_on(rx.recv()).unwrap();
+                delivered.fetch_add(v as usize, SeqCst);
+            })
+        };
+        assert_eq!(block_on(tx.send(1)), Ok(()));
+        receiver.join().unwrap();
+        assert_eq!(delivered.load(SeqCst), 1);
+    });
+}
+
+#[test]
+fn loom_oneshot_send_races_receiver_drop() {
+    loom::model(|| {
+        let (tx, rx) = oneshot::<u32>();
+        let receiver = thread::spawn(move || {
+            let mut rx = rx;
+            match poll_once(std::pin::Pin::new(&mut rx)) {
+                Poll::Ready(v) => Some(v.unwrap()),
+                Poll::Pending => None,
+            }
+        });
+        let back = tx.send(3).err();
+        let got = receiver.join().unwrap();
+        // Received, or given back, or (dropped after the send) dropped with the receiver.
+        assert!(!(got.is_some() && back.is_some()));
+    });
+}

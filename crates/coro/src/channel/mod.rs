@@ -1,0 +1,120 @@
+//! Channels: Go's `chan` for tasks, and a oneshot.
+//!
+//! - [`bounded`]`(cap)` and [`unbounded`]: multi-producer multi-consumer channels. `cap == 0`
+//!   makes a rendezvous channel, as Go's unbuffered `chan`: a send completes only once a
+//!   receiver has taken the value.
+//! - [`oneshot`]: one value from one task to another.
+//!
+//! Rules every channel here keeps:
+//! - Messages from one sender arrive in the order it sent them; waiting senders and waiting
+//!   receivers are served first come, first served.
+//! - A waiting receiver is handed the value directly by the sender, and woken (on a pool worker,
+//!   into that worker's next slot, so it runs as soon as the sender's task suspends); waking
+//!   happens outside the channel's lock.
+//! - The channel closes when every [`Sender`] or every [`Receiver`] is gone, or on `close()`.
+//!   Receivers still drain what was sent before the close; a send on a closed channel fails and
+//!   gives the value back ([`SendError::into_inner`]).
+//! - Every wait is cancel-safe: a value is delivered exactly once or given back. A `recv`
+//!   dropped (by `select!`, a timeout, [`cancellable`](crate::cancel::cancellable)) after a
+//!   value was handed to it puts the value back at the front; a value enters the channel only in
+//!   the poll that completes its `send`, so a `send` dropped before completing did not send.
+//!
+//! ```
+//! # coro::block_wait(async {
+//! let (tx, rx) = coro::channel::bounded(16);
+//! let producers: Vec<_> = (0..4)
+//!     .map(|p| {
+//!         let tx = tx.clone();
+//!         coro::spawn(async move {
+//!             for i in 0..100 {
+//!                 tx.send(p * 100 + i).await.unwrap();
+//!             }
+//!         })
+//!     })
+//!     .collect();
+//! drop(tx); // the channel closes when the producers are done
+//! let mut sum = 0;
+//! while let Ok(v) = rx.recv().await {
+//!     sum += v;
+//! }
+//! assert_eq!(sum, (0..400).sum::<i32>());
+//! for p in producers {
+//!     p.await.unwrap();
+//! }
+//! # });
+//! ```
+//!
+//! Layout: `chan` (the shared state and the send/receive algorithms), `sender`, `receiver`,
+//! `oneshot`, `error`.
+//!
+//! Why not async-channel's design (a lock-free `concurrent-queue` plus `event-listener`): there a
+//! woken receiver must go back to the queue and may find its value taken by a receiver that was
+//! not waiting, and a rendezvous channel cannot be built on it. Handing the value to the
+//! receiver that has waited longest is what makes the channel FIFO-fair and lets a ping-pong
+//! run as two tasks taking turns on one worker.
+
+mod chan;
+mod error;
+pub mod oneshot;
+mod receiver;
+mod sender;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
+
+pub use error::{RecvError, SendError, TryRecvError, TrySendError};
+pub use receiver::{Receiver, RecvFuture};
+pub use sender::{SendFuture, Sender};
+
+use chan::Chan;
+use coro_executor::loom::sync::Arc;
+
+/// A channel buffering up to `cap` values; `cap == 0` makes a rendezvous channel (a send waits
+/// for a receiver to take its value, as Go's unbuffered `chan`).
+///
+/// ```
+/// # coro::block_wait(async {
+/// let (tx, rx) = coro::channel::bounded(0);
+/// let handle = coro::spawn(async move {
+///     tx.send(1).await.unwrap(); // completes once the value is taken
+///     "sent"
+/// });
+/// assert_eq!(rx.recv().await, Ok(1));
+/// assert_eq!(handle.await.unwrap(), "sent");
+/// # });
+/// ```
+pub fn bounded<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
+    make(Some(cap))
+}
+
+/// A channel whose sends never wait.
+///
+/// ```
+/// let (tx, rx) = coro::channel::unbounded();
+/// for i in 0..1000 {
+///     tx.try_send(i).unwrap();
+/// }
+/// assert_eq!(rx.len(), 1000);
+/// assert_eq!(tx.capacity(), None);
+/// ```
+pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
+    make(None)
+}
+
+fn make<T>(capacity: Option<usize>) -> (Sender<T>, Receiver<T>) {
+    let chan = Arc::new(Chan::new(capacity));
+    (Sender { chan: chan.clone() }, Receiver::new(chan))
+}
+
+/// A channel for one value: [`oneshot::Sender::send`] it, await the [`oneshot::Receiver`].
+///
+/// ```
+/// # coro::block_wait(async {
+/// let (tx, rx) = coro::channel::oneshot();
+/// coro::spawn(async move { tx.send(6 * 7).unwrap() });
+/// assert_eq!(rx.await, Ok(42));
+/// # });
+/// ```
+pub fn oneshot<T>() -> (oneshot::Sender<T>, oneshot::Receiver<T>) {
+    oneshot::channel()
+}
