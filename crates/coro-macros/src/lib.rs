@@ -1,9 +1,11 @@
 //! Entry-point attribute macros for [coro](https://docs.rs/coro): `#[coro::main]`,
-//! `#[coro::test]` and `#[coro::task]`.
+//! `#[coro::test]` and `#[coro::task]`; and `coro::select!`.
 //!
 //! Use them through the `coro` crate, which re-exports them; the expansions refer to `::coro`.
 
 #![deny(missing_docs)]
+
+mod select;
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
@@ -299,4 +301,14 @@ fn expand_with(
             out.into()
         }
     }
+}
+
+/// The procedural macro behind `coro::select!` (documented with examples in the `coro` crate,
+/// which re-exports it; the expansion refers to `::coro`). It expands to a block that pins each
+/// future on the stack, polls them in one `core::future::poll_fn`, drops them all, then matches
+/// the winner's output against its pattern to run its body; malformed input is a compile error
+/// at the offending tokens.
+#[proc_macro]
+pub fn select(input: TokenStream) -> TokenStream {
+    select::select(input.into()).into()
 }

@@ -284,7 +284,7 @@ pub mod trace;
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::private::block_wait_timeout;
+    pub use crate::private::{block_wait_timeout, select_all_disabled, select_start};
 }
 mod private;
 mod scope;
@@ -301,6 +301,159 @@ pub mod sync;
 pub use coro_executor as executor;
 
 pub use coro_macros::{main, task, test};
+
+/// Waits on several futures at once, runs the branch of the first one ready, and drops (cancels)
+/// the others: Go's `select`, with tokio's `select!` syntax.
+///
+/// ```text
+/// coro::select! {
+///     [biased;]                                  // poll in written order, not from a random start
+///     pattern = future => body,                  // a body that is a `{ .. }` block needs no comma
+///     pattern = future, if precondition => body, // a false precondition disables the branch
+///     [default => body,]                         // nothing ready on the first poll round
+///     [else => body,]                            // every branch disabled
+/// }
+/// ```
+///
+/// - The futures (anything [`IntoFuture`](std::future::IntoFuture): a [`Task`], a
+///   [`JoinHandle`], a channel's `recv()`, an `async` block) are evaluated in written order and
+///   pinned on the stack: no allocation. A branch whose precondition is `false` is disabled and
+///   its future expression is not evaluated at all.
+/// - Each poll polls every enabled branch once, starting at a random branch, so branches that
+///   are always ready share the wins (Go's select); after `biased;` it starts at the first.
+/// - The first output that matches its branch's pattern wins. One that does not match (an `Err`
+///   for `Ok(v) = ..`, a `None` for `Some(v) = ..`) disables its branch, whose future is dropped
+///   then, and the select keeps waiting on the others.
+/// - Every future, the losers and the finished winner, is dropped before the winning body runs:
+///   the body may use what the futures borrowed. The select's value is that body's value, so all
+///   bodies have one type. Bodies run in the surrounding async code: `return`, `?`,
+///   `break`/`continue` of an enclosing loop and `.await` in them act there.
+/// - `default` runs when no branch is ready on the first poll round: the select never waits.
+/// - `else` runs when every branch is disabled. Without `else`, `default` runs then if there is
+///   one; otherwise the select panics, saying so.
+/// - Dropping a loser cancels what it was doing: select over cancel-safe operations (receiving
+///   from a channel, sleeping, waiting on a [`JoinHandle`]) when the select sits in a loop.
+///
+/// The select works in any async code: coro tasks and plain futures alike. It is a future
+/// polled where it stands, so it is `Send` when its futures are.
+///
+/// The first ready branch wins; the others are dropped:
+///
+/// ```
+/// use std::future::{pending, ready};
+/// use std::time::Duration;
+///
+/// # coro::block_wait(async {
+/// let winner = coro::select! {
+///     _ = coro::time::sleep(Duration::from_secs(60)) => "timer",
+///     v = ready("value") => v,
+///     _ = pending::<()>() => "never",
+/// };
+/// assert_eq!(winner, "value");
+/// # });
+/// ```
+///
+/// `biased;` polls in written order (without it, either branch could win here):
+///
+/// ```
+/// use std::future::ready;
+///
+/// # coro::block_wait(async {
+/// let first = coro::select! {
+///     biased;
+///     a = ready(1) => a,
+///     b = ready(2) => b,
+/// };
+/// assert_eq!(first, 1);
+/// # });
+/// ```
+///
+/// `default` makes a select that does not wait:
+///
+/// ```
+/// use std::future::{pending, ready};
+///
+/// # coro::block_wait(async {
+/// let nothing = coro::select! {
+///     v = pending::<u32>() => v,
+///     default => 0,
+/// };
+/// assert_eq!(nothing, 0);
+/// let something = coro::select! {
+///     v = ready(7) => v,
+///     default => 0,
+/// };
+/// assert_eq!(something, 7);
+/// # });
+/// ```
+///
+/// A pattern the output does not match disables its branch; `else` runs when none is left:
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # coro::block_wait(async {
+/// let got = coro::select! {
+///     Ok(v) = async { Err::<u32, &str>("closed") } => v, // disabled: the select waits on
+///     _ = coro::time::sleep(Duration::from_millis(1)) => 0, // the timer
+/// };
+/// assert_eq!(got, 0);
+///
+/// let got = coro::select! {
+///     Some(v) = async { None::<u32> } => v,
+///     else => u32::MAX,
+/// };
+/// assert_eq!(got, u32::MAX);
+/// # });
+/// ```
+///
+/// A precondition keeps a branch out without evaluating its future:
+///
+/// ```
+/// use std::cell::Cell;
+/// use std::future::ready;
+///
+/// # coro::block_wait(async {
+/// let looked_up = Cell::new(false);
+/// let use_cache = false;
+/// let got = coro::select! {
+///     v = {
+///         looked_up.set(true);
+///         ready("cached")
+///     }, if use_cache => v,
+///     v = ready("fetched") => v,
+/// };
+/// assert_eq!(got, "fetched");
+/// assert!(!looked_up.get());
+/// # });
+/// ```
+///
+/// In a task on a pool: a reply raced against a deadline, in a loop.
+///
+/// ```
+/// use coro::time::sleep;
+/// use std::time::Duration;
+///
+/// #[coro::main(worker_threads = 2)]
+/// async fn main() {
+///     let mut replies = Vec::new();
+///     for delay_ms in [1, 5_000] {
+///         let reply = coro::spawn(async move {
+///             sleep(Duration::from_millis(delay_ms)).await.ok();
+///             "pong"
+///         });
+///         coro::select! {
+///             Ok(v) = reply => replies.push(v),
+///             _ = sleep(Duration::from_millis(200)) => {
+///                 replies.push("timed out");
+///                 break; // the dropped JoinHandle leaves the reply running, detached
+///             }
+///         }
+///     }
+///     assert_eq!(replies, ["pong", "timed out"]);
+/// }
+/// ```
+pub use coro_macros::select;
 
 pub use collect::{
     __CollectAllSettledTuple, __CollectAllTuple, __TryCollectAllTuple, collect_all_range,

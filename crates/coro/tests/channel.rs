@@ -461,3 +461,44 @@ fn oneshot_delivers_once_or_reports_the_sender_gone() {
     drop(back);
     assert_eq!(drops.load(SeqCst), 2);
 }
+
+/// `select!` over two channels' receives: when both were handed a value, the loser gives its
+/// value back, so every value is received exactly once; and a send that loses a select never
+/// sent.
+#[coro::test(worker_threads = 2, timeout_ms = 30_000)]
+async fn select_over_channels_loses_no_value() {
+    const N: u32 = 5_000;
+    let (a_tx, a_rx) = channel::bounded(1);
+    let (b_tx, b_rx) = channel::bounded(1);
+    let producers = [(a_tx, 0), (b_tx, N)].map(|(tx, base)| {
+        coro::spawn(async move {
+            for i in base..base + N {
+                tx.send(i).await.unwrap();
+            }
+        })
+    });
+    let mut seen = vec![0u8; 2 * N as usize];
+    let (mut a_open, mut b_open) = (true, true);
+    loop {
+        coro::select! {
+            Ok(v) = a_rx.recv(), if a_open => seen[v as usize] += 1,
+            Ok(v) = b_rx.recv(), if b_open => seen[v as usize] += 1,
+            else => break,
+        }
+        a_open = !a_rx.is_closed() || !a_rx.is_empty();
+        b_open = !b_rx.is_closed() || !b_rx.is_empty();
+    }
+    for p in producers {
+        p.await.unwrap();
+    }
+    assert!(seen.iter().all(|&n| n == 1), "every value exactly once");
+
+    // A send that loses: with nobody receiving, the timer wins and the value was not sent.
+    let (tx, rx) = channel::bounded(0);
+    let outcome = coro::select! {
+        _ = tx.send(1) => "sent",
+        _ = coro::time::sleep(ms(5)) => "timed out",
+    };
+    assert_eq!(outcome, "timed out");
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+}
