@@ -288,6 +288,7 @@ pub mod __private {
 }
 mod private;
 mod scope;
+pub mod stream;
 pub mod sync;
 
 /// The engine: thread pools, executors, join handles, the blocking pool and timers.

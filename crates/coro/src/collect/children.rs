@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicUsize, Ordering::*};
 use std::task::Poll;
 
 /// A caught panic's payload.
-pub(super) type Payload = Box<dyn Any + Send + 'static>;
+pub(crate) type Payload = Box<dyn Any + Send + 'static>;
 
 /// The collect's own cancellation source and the index of the child that failed first.
-pub(super) struct Failure {
+pub(crate) struct Failure {
     source: CancellationSource,
     /// The index of the first child to fail, or `NONE`.
     first: AtomicUsize,
@@ -27,7 +27,7 @@ pub(super) struct Failure {
 const NONE: usize = usize::MAX;
 
 impl Failure {
-    pub(super) fn new() -> Arc<Failure> {
+    pub(crate) fn new() -> Arc<Failure> {
         Arc::new(Failure {
             source: CancellationSource::new(),
             first: AtomicUsize::new(NONE),
@@ -61,23 +61,32 @@ impl Failure {
 
     /// The token children run with: the caller's (the current task's) merged with the
     /// collect's own.
-    pub(super) fn child_token(&self) -> CancellationToken {
+    pub(crate) fn child_token(&self) -> CancellationToken {
         CancellationToken::merge([crate::current_cancellation_token(), self.source.token()])
     }
 
     /// Records child `index` as failed; the first to do so cancels its siblings.
+    ///
+    /// A cancellation callback a child registered on its token may panic in there (it runs
+    /// here, once every other reaction has run): the panic is caught and dropped (the panic
+    /// hook has reported it). The child's failure stays the collect's first; unwinding from
+    /// here would end the collect early when the child ran inline (dropping its siblings rather
+    /// than awaiting them), or vanish with a driver task when it did not.
     pub(super) fn record(&self, index: usize) {
         if self
             .first
             .compare_exchange(NONE, index, AcqRel, Acquire)
             .is_ok()
         {
-            self.source.request_cancellation();
+            let cancelled = catch_unwind(AssertUnwindSafe(|| self.source.request_cancellation()));
+            if let Err(payload) = cancelled {
+                let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+            }
         }
     }
 
     /// The child that failed first, if any did.
-    pub(super) fn first(&self) -> Option<usize> {
+    pub(crate) fn first(&self) -> Option<usize> {
         Some(self.first.load(Acquire)).filter(|&index| index != NONE)
     }
 }
@@ -118,7 +127,7 @@ pub(super) async fn guarded<F: Future>(
 }
 
 /// Spawns child `index` on the current executor, with `token`, guarded by `failure`.
-pub(super) fn spawn_guarded<F>(
+pub(crate) fn spawn_guarded<F>(
     name: &'static str,
     index: usize,
     failure: &Arc<Failure>,
@@ -185,13 +194,13 @@ impl<R> Drop for Children<R> {
 }
 
 /// The outcome of a guarded child as a `JoinError` for a caught panic.
-pub(super) fn flatten<R>(outcome: Result<Result<R, Payload>, JoinError>) -> Result<R, JoinError> {
+pub(crate) fn flatten<R>(outcome: Result<Result<R, Payload>, JoinError>) -> Result<R, JoinError> {
     outcome.and_then(|caught| caught.map_err(JoinError::Panicked))
 }
 
 /// A child's value, resuming its panic; `what` names the collect in the message for a child
 /// its executor dropped unfinished.
-pub(super) fn unwrap_child<R>(what: &str, index: usize, outcome: Result<R, JoinError>) -> R {
+pub(crate) fn unwrap_child<R>(what: &str, index: usize, outcome: Result<R, JoinError>) -> R {
     match outcome {
         Ok(value) => value,
         Err(JoinError::Panicked(payload)) => std::panic::resume_unwind(payload),

@@ -20,7 +20,7 @@
 //!   types.
 
 mod any;
-mod children;
+pub(crate) mod children;
 mod launch;
 mod range;
 mod settled;
