@@ -124,7 +124,11 @@ fn a_granted_send_dropped_passes_its_place_on_and_never_sent() {
         drop(rx.try_recv().ok().unwrap()); // room: granted to `first`
         assert_eq!(drops.load(SeqCst), 1);
     }
-    assert_eq!(drops.load(SeqCst), 2, "the dropped send's value went with it");
+    assert_eq!(
+        drops.load(SeqCst),
+        2,
+        "the dropped send's value went with it"
+    );
     assert!(poll_once(second.as_mut()).is_ready(), "the place passed on");
     assert_eq!(rx.len(), 1);
     drop(rx);
@@ -191,7 +195,11 @@ fn the_last_receiver_gone_drops_buffered_values_and_fails_senders() {
     drop(rx);
     assert_eq!(drops.load(SeqCst), 0, "a receiver is still there");
     drop(rx2);
-    assert_eq!(drops.load(SeqCst), 2, "buffered values go with the last receiver");
+    assert_eq!(
+        drops.load(SeqCst),
+        2,
+        "buffered values go with the last receiver"
+    );
     match poll_once(waiting.as_mut()) {
         Poll::Ready(Err(SendError(value))) => drop(value),
         _ => panic!("the waiting send should fail with its value"),

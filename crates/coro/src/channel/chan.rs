@@ -100,7 +100,9 @@ impl<T> Chan<T> {
     /// except a waker's `clone`, which happens before anything is changed), so a poisoned lock
     /// is taken as it is.
     fn lock(&self) -> MutexGuard<'_, State<T>> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub(crate) fn capacity(&self) -> Option<usize> {
@@ -152,8 +154,7 @@ impl<T> Chan<T> {
                     None => true,
                     Some(0) => state.recv_waiters.len() > state.reserved,
                     Some(cap) => {
-                        !state.recv_waiters.is_empty()
-                            || state.buffer.len() + state.reserved < cap
+                        !state.recv_waiters.is_empty() || state.buffer.len() + state.reserved < cap
                     }
                 };
             if state.closed {

@@ -26,7 +26,9 @@ impl<T> Inner<T> {
     /// The state; user code (a waker's `clone`) runs under the lock only before anything is
     /// changed, so a poisoned lock is taken as it is.
     fn lock(&self) -> MutexGuard<'_, State<T>> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The sender is done (with or without a value): wakes the receiver.
