@@ -223,6 +223,46 @@
 //! # });
 //! ```
 //!
+//! ## 10. Streaming: channels, generators and select
+//!
+//! [`channel`] gives Go's `chan` to tasks: bounded (0 is a rendezvous), unbounded and oneshot,
+//! MPMC, FIFO, cancel-safe both ways. [`stream::generator`] is folly's `AsyncGenerator`: a lazy
+//! stream with its own async frame that sees its consumer's cancellation; [`stream::buffered`]
+//! runs a stream's items as children on the pool, results in order. [`select!`] waits on the
+//! first of several futures and cancels the others, fairly unless `biased;`.
+//!
+//! ```
+//! use coro::stream::generator;
+//! use futures::StreamExt;
+//! use std::time::Duration;
+//!
+//! # coro::block_wait(async {
+//! let (tx, rx) = coro::channel::bounded(8);
+//! let producer = coro::spawn(async move {
+//!     let mut squares = generator(|co| async move {
+//!         for i in 1..=4u32 {
+//!             co.yield_(i * i).await;
+//!         }
+//!     });
+//!     while let Some(v) = squares.next().await {
+//!         tx.send(v).await.unwrap();
+//!     }
+//! });
+//! let mut sum = 0;
+//! loop {
+//!     coro::select! {
+//!         got = rx.recv() => match got {
+//!             Ok(v) => sum += v,
+//!             Err(_closed_and_drained) => break,
+//!         },
+//!         _ = coro::time::sleep(Duration::from_secs(5)) => panic!("the producer stalled"),
+//!     }
+//! }
+//! assert_eq!(sum, 1 + 4 + 9 + 16);
+//! producer.await.unwrap();
+//! # });
+//! ```
+//!
 //! # folly::coro → coro
 //!
 //! | folly::coro | coro | where coro differs |
@@ -265,6 +305,9 @@
 //! | `SharedMutexFair` | [`sync::SharedMutexFair`] | |
 //! | `Mutex`, `Baton` | [`sync::Mutex`], [`sync::Baton`] | |
 //! | `fibers::Semaphore` | [`sync::Semaphore`] | FIFO; a small request waits behind a larger queued one |
+//! | `AsyncGenerator`, `co_yield` | [`stream::generator`], `co.yield_(v).await` | a `futures_core::Stream` |
+//! | `AsyncPipe` | [`stream::pipe`] | |
+//! | `BoundedQueue`, `UnboundedQueue` | [`channel::bounded`], [`channel::unbounded`] | MPMC; `bounded(0)` is Go's unbuffered chan |
 //! | `RequestContext` | [`task_local!`] | values are inherited by child tasks |
 //! | async stack traces (`getAsyncStackTraceStr`) | [`trace::current_stack`], [`trace::dump_all`] | every live task, from any thread |
 //! | `Executor::KeepAlive`, `CPUThreadPoolExecutor`, `InlineExecutor`, `ManualExecutor` | [`ExecutorHandle`], [`ThreadPool`], [`executor::InlineExecutor`], [`executor::ManualExecutor`] | a Go-style work-stealing pool |
