@@ -49,8 +49,16 @@
 //!   nothing behind for the next post.
 //! - `loom_baton_post_races_registration`: a waiter registering while another thread posts
 //!   always completes (it sees the post, or the post takes its waker).
+//! - `loom_latch_count_down_races_wait`: a waiter registering while the last count-down runs on
+//!   another thread always completes.
+//! - `loom_barrier_dropped_wait_races_arrival`: a wait that arrives and is dropped at once on
+//!   one thread races an arrival on another: the two met (one leader), or the dropped one
+//!   withdrew and the other still needs a partner, never half of each.
 
-use super::{Baton, BrokenPromise, Semaphore, SemaphorePermit, SharedMutexFair, SharedPromise};
+use super::{
+    Barrier, Baton, BrokenPromise, Latch, Semaphore, SemaphorePermit, SharedMutexFair,
+    SharedPromise,
+};
 use coro_executor::loom::sync::Arc;
 use coro_executor::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use coro_executor::loom::thread;
@@ -421,5 +429,61 @@ fn loom_promise_second_future_without_the_lock() {
         assert_eq!(block_on(first), Ok(7));
         assert_eq!(second.join().unwrap(), Ok(7));
         assert_eq!(promise.pending(), 0);
+    });
+}
+
+#[test]
+fn loom_latch_count_down_races_wait() {
+    loom::model(|| {
+        let latch = Arc::new(Latch::new(2));
+        latch.count_down();
+        let other = {
+            let latch = latch.clone();
+            thread::spawn(move || latch.count_down())
+        };
+        block_on(latch.wait());
+        other.join().unwrap();
+        assert!(latch.try_wait());
+    });
+}
+
+#[test]
+fn loom_barrier_dropped_wait_races_arrival() {
+    loom::model(|| {
+        let barrier = Arc::new(Barrier::new(2));
+        let other = {
+            let barrier = barrier.clone();
+            thread::spawn(move || {
+                // Arrives, and leaves at once unless it completed the generation.
+                let mut gone = pin!(barrier.wait());
+                poll_once(gone.as_mut()).map(|result| result.is_leader())
+            })
+        };
+        let mut mine = pin!(barrier.wait());
+        let first = poll_once(mine.as_mut());
+        let gone = other.join().unwrap();
+        let mine_done = match first {
+            Poll::Ready(result) => Some(result.is_leader()),
+            Poll::Pending => match poll_once(mine.as_mut()) {
+                Poll::Ready(result) => Some(result.is_leader()),
+                Poll::Pending => None,
+            },
+        };
+        match (gone, mine_done) {
+            // The two met: exactly one leader.
+            (Poll::Ready(g), Some(m)) => assert_ne!(g, m),
+            // `mine` completed the generation with the other wait, which was then dropped
+            // having passed.
+            (Poll::Pending, Some(m)) => assert!(m, "the last arrival leads"),
+            // The other wait withdrew: `mine` waits alone, and a new arrival completes it.
+            (Poll::Pending, None) => {
+                let mut late = pin!(barrier.wait());
+                assert!(matches!(poll_once(late.as_mut()), Poll::Ready(r) if r.is_leader()));
+                assert!(matches!(poll_once(mine.as_mut()), Poll::Ready(r) if !r.is_leader()));
+            }
+            (Poll::Ready(_), None) => {
+                panic!("the other wait completed a generation without `mine`")
+            }
+        }
     });
 }

@@ -5,7 +5,8 @@
 //!   awaiters;
 //! - [`SharedMutexFair`]: folly's fair reader-writer lock with upgradable reads;
 //! - [`Mutex`]: a strictly FIFO mutex; [`Semaphore`]: a FIFO counting semaphore;
-//! - [`Baton`]: a manual-reset event for many waiters.
+//! - [`Baton`]: a manual-reset event for many waiters; [`Latch`]: a countdown that opens once;
+//!   [`Barrier`]: `n` tasks meet, generation after generation.
 //!
 //! Every waiter resumes through its own waker, so it continues on its own executor, and a
 //! releasing task never runs a waiter inline. Every wait is cancel-safe under drop: a dropped
@@ -33,9 +34,11 @@
 //!
 //! Layout: `waiters` (the FIFO waiter list and the waiting future the locks share), `wakers`
 //! (the waker slab a promise and a baton drain at once),
-//! `shared_mutex`, `mutex`, `semaphore`, `baton`, `promise`, `shared_task`.
+//! `shared_mutex`, `mutex`, `semaphore`, `baton`, `latch`, `barrier`, `promise`, `shared_task`.
 
+mod barrier;
 mod baton;
+mod latch;
 mod mutex;
 mod promise;
 mod semaphore;
@@ -47,7 +50,9 @@ mod wakers;
 #[cfg(all(test, loom))]
 mod loom_tests;
 
+pub use barrier::{Barrier, BarrierWait, BarrierWaitResult};
 pub use baton::{Baton, Wait};
+pub use latch::Latch;
 pub use mutex::{Lock, Mutex, MutexGuard};
 pub use promise::{SharedFuture, SharedPromise};
 pub use semaphore::{Acquire, Semaphore, SemaphorePermit};
