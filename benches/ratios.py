@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Prints the README table of `cargo bench -p coro-benches --bench rt_multi_threaded`, or of
-another comparison bench with `--bench NAME` (`user_path`).
+another comparison bench with `--bench NAME` (`user_path`, `channel`).
 
 Reads criterion's median point estimates from
 `<target>/criterion/<group>/<function>/new/estimates.json` and prints a markdown table:
@@ -8,11 +8,12 @@ shape | coro | coro_tasks | tokio | async-executor | coro / best | coro_tasks / 
 "coro / best" is coro's median divided by min(tokio, async-executor) (below 1: coro is faster)
 and the last column is the cost of coro's Task layer over its engine.
 
-With `--bench user_path` the columns are the function ids found under criterion's
-`user_path_<shape>/` directories (coro first, then its diagnostic rows such as `coro_boxed`,
-then the peers), and "coro / best" divides coro's median by the fastest peer's, a peer being
-every function whose id does not start with `coro` (`tokio`, `async_executor`, and
-`tokio_watch` for `fanout_10k`). A dash marks a function the shape does not have.
+With `--bench user_path` (or `--bench channel`) the columns are the function ids found under
+criterion's `user_path_<shape>/` (`channel_<shape>/`) directories (coro first, then its
+diagnostic rows such as `coro_boxed`, then the peers), and "coro / best" divides coro's median
+by the fastest peer's, a peer being every function whose id does not start with `coro`
+(`tokio`, `async_executor`, and `tokio_watch` for `fanout_10k`; `tokio`, `async_channel` and
+`flume` for `channel`). A dash marks a function the shape does not have.
 
 Usage: python3 benches/ratios.py [--bench NAME] [CRITERION_DIR]
 CRITERION_DIR defaults to $CARGO_TARGET_DIR/criterion, else target/criterion at the workspace
@@ -76,6 +77,11 @@ BENCHES = {
     "user_path": Bench(
         ["spawn_many_local", "task_chain", "fanout_10k", "rwlock_mixed"],
         group_prefix="user_path_",
+    ),
+    # Peers: `tokio` (tokio::sync::mpsc), `async_channel` and `flume` (both on async-executor).
+    "channel": Bench(
+        ["ping_pong", "mpmc_bounded", "mpmc_unbounded", "pipeline", "ping_pong_fresh_pool"],
+        group_prefix="channel_",
     ),
 }
 DEFAULT_BENCH = "rt_multi_threaded"

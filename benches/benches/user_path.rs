@@ -38,8 +38,9 @@
 //! (`task_chain`) and `tokio_watch` (`fanout_10k`). Every runtime has [`WORKERS`] worker
 //! threads and is built once per bench function, outside `b.iter`; async-executor is run as in
 //! `rt_multi_threaded` (a leaked `Executor<'static>` run by [`WORKERS`] std threads). The shape
-//! code is written once, generic over a small [`Runtime`]/[`Spawner`] trait, so every runtime
-//! runs the same tasks: only spawning, joining and the primitive under test differ. The root
+//! code is written once, generic over the small [`Runtime`]/[`Spawner`] traits of
+//! `coro_benches`, so every runtime runs the same tasks: only spawning, joining and the
+//! primitive under test differ. The root
 //! task is started from the bench thread (coro: `Task::new(..).schedule_on(&pool).start()`)
 //! and hands its result back through a `futures` oneshot that the bench thread waits on with
 //! `futures::executor::block_on`, the same primitive for every runtime. An iteration ends only
@@ -54,11 +55,10 @@
 //! benchmark once); `python3 benches/ratios.py --bench user_path` prints each runtime's median
 //! and coro / best peer from criterion's estimates.
 
-use coro_benches::AsyncExecutorRt;
+use coro_benches::{AsyncExecutorRt, Runtime, Spawner, WORKERS, run};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use futures::channel::oneshot;
-use futures::executor::block_on;
 use futures::future::{FutureExt, Shared};
 use std::future::Future;
 use std::hint::black_box;
@@ -68,8 +68,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Worker threads of every runtime.
-const WORKERS: usize = 2;
 /// Tasks spawned per iteration of `spawn_many_local` (tokio's `NUM_SPAWN`).
 const NUM_SPAWN: usize = 10_000;
 /// Chains run in parallel per iteration of `task_chain`.
@@ -86,188 +84,6 @@ const RW_TASKS: u64 = 8;
 const RW_OPS: u64 = 20_000;
 /// Operation `i` of a `rwlock_mixed` task is a write when `i % RW_WRITE_EVERY == 0`.
 const RW_WRITE_EVERY: u64 = 10;
-
-// ---------------------------------------------------------------------------------------------
-// Runtimes
-
-/// How a task already running on a runtime spawns more tasks: a `Copy` value moved into the
-/// tasks themselves.
-trait Spawner: Copy + Send + Sync + 'static {
-    /// Spawns `fut` on the runtime this task runs on and lets it run on its own.
-    fn spawn_detached<F>(self, fut: F)
-    where
-        F: Future<Output = ()> + Send + 'static;
-
-    /// Spawns `fut` on the runtime this task runs on; the returned future is its output
-    /// (it panics if the task failed).
-    fn spawn<F>(self, fut: F) -> impl Future<Output = F::Output> + Send + 'static
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static;
-}
-
-/// A runtime under test, as the bench thread sees it.
-trait Runtime {
-    /// Spawning from inside this runtime's tasks.
-    type Spawner: Spawner;
-
-    /// A runtime with `workers` worker threads.
-    fn build(workers: usize) -> Self;
-    /// The spawner to move into tasks.
-    fn spawner(&self) -> Self::Spawner;
-    /// Starts `root` on the runtime from the bench thread and lets it run on its own.
-    fn start<F>(&self, root: F)
-    where
-        F: Future<Output = ()> + Send + 'static;
-}
-
-/// Runs `root` on `rt` and blocks the bench thread until its output arrives, through a
-/// `futures` oneshot and `futures::executor::block_on`: the same wait for every runtime.
-fn run<R, F>(rt: &R, root: F) -> F::Output
-where
-    R: Runtime,
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let (output_tx, output_rx) = oneshot::channel();
-    rt.start(async move {
-        // The bench thread waits on the receiver, so the send cannot fail.
-        let _ = output_tx.send(root.await);
-    });
-    block_on(output_rx).expect("the root task was dropped")
-}
-
-/// coro's spawn from inside a task: `coro::spawn`, the current executor's.
-#[derive(Clone, Copy)]
-struct CoroSpawner;
-
-impl Spawner for CoroSpawner {
-    fn spawn_detached<F>(self, fut: F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        coro::spawn(fut).detach();
-    }
-
-    fn spawn<F>(self, fut: F) -> impl Future<Output = F::Output> + Send + 'static
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        let handle = coro::spawn(fut);
-        async move { handle.await.expect("coro task failed") }
-    }
-}
-
-/// `coro::ThreadPool`; the root is a `coro::Task` started on it with
-/// `schedule_on(&pool).start()`.
-impl Runtime for coro::ThreadPool {
-    type Spawner = CoroSpawner;
-
-    fn build(workers: usize) -> Self {
-        coro::ThreadPool::new(workers).expect("coro thread pool")
-    }
-
-    fn spawner(&self) -> CoroSpawner {
-        CoroSpawner
-    }
-
-    fn start<F>(&self, root: F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        coro::Task::new(root).schedule_on(self).start().detach();
-    }
-}
-
-/// tokio's spawn from inside a task: `tokio::spawn`, the current runtime's.
-#[derive(Clone, Copy)]
-struct TokioSpawner;
-
-impl Spawner for TokioSpawner {
-    fn spawn_detached<F>(self, fut: F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        tokio::spawn(fut);
-    }
-
-    fn spawn<F>(self, fut: F) -> impl Future<Output = F::Output> + Send + 'static
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        let handle = tokio::spawn(fut);
-        async move { handle.await.expect("tokio task failed") }
-    }
-}
-
-/// tokio's multi-thread runtime; the root is started with `rt.spawn`.
-impl Runtime for tokio::runtime::Runtime {
-    type Spawner = TokioSpawner;
-
-    fn build(workers: usize) -> Self {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers)
-            .enable_all()
-            .build()
-            .expect("tokio runtime")
-    }
-
-    fn spawner(&self) -> TokioSpawner {
-        TokioSpawner
-    }
-
-    fn start<F>(&self, root: F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        self.spawn(root);
-    }
-}
-
-/// async-executor's spawn from inside a task, through the `&'static` executor.
-#[derive(Clone, Copy)]
-struct AsyncExecutorSpawner(&'static async_executor::Executor<'static>);
-
-impl Spawner for AsyncExecutorSpawner {
-    fn spawn_detached<F>(self, fut: F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        self.0.spawn(fut).detach();
-    }
-
-    fn spawn<F>(self, fut: F) -> impl Future<Output = F::Output> + Send + 'static
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        // An `async_executor::Task` is its output (a panic in it resumes in the awaiter).
-        self.0.spawn(fut)
-    }
-}
-
-/// An `async_executor::Executor` run by [`WORKERS`] threads; the root is started with
-/// `ex.spawn(..).detach()`.
-impl Runtime for AsyncExecutorRt {
-    type Spawner = AsyncExecutorSpawner;
-
-    fn build(workers: usize) -> Self {
-        AsyncExecutorRt::new(workers)
-    }
-
-    fn spawner(&self) -> AsyncExecutorSpawner {
-        AsyncExecutorSpawner(self.ex)
-    }
-
-    fn start<F>(&self, root: F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        self.ex.spawn(root).detach();
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // spawn_many_local
