@@ -1,0 +1,346 @@
+//! Memory at scale (issue 24 §5): what an idle task costs, how long cancelling a million takes,
+//! and the peak RSS of ten million spawns, for coro and tokio side by side.
+//!
+//! ```sh
+//! cargo run --release -p coro-benches --example memory            # the whole table
+//! cargo run --release -p coro-benches --example memory -- SHAPE   # one row, e.g. coro-baton
+//! ```
+//!
+//! Each row runs in a child process of its own, so that one runtime's peak does not hide
+//! another's. A row reports:
+//! - **bytes / idle task**: live heap bytes (a counting global allocator) with 1,000,000 tasks
+//!   parked, minus before, divided by the count; the RSS growth per task beside it (it includes
+//!   allocator overhead and the stacks of nothing: tasks have none);
+//! - **cancel all**: from the request until every task's future has been dropped (counted by a
+//!   guard in each): `JoinHandle::cancel` on each (tokio: `JoinHandle::abort`), and in the
+//!   `coro-baton-token` row one `CancellationSource` whose token every task waits on through
+//!   `cancellable`, as a coro service cancels a request's work;
+//! - for the `spawn` rows, 10,000,000 empty tasks spawned from one task in batches of 10,000
+//!   (each batch awaited), and the process's peak RSS (`VmHWM`).
+//!
+//! Both runtimes have 2 workers. coro's idle tasks wait on a `Baton` or a one-hour
+//! `coro::time::sleep`; tokio's on a `Notify` or a one-hour `tokio::time::sleep`.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+struct Counting;
+
+static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the counting only touches
+// an atomic, which never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            LIVE_BYTES.fetch_add(layout.size() as isize, Relaxed);
+        }
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            LIVE_BYTES.fetch_add(layout.size() as isize, Relaxed);
+        }
+        ptr
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            LIVE_BYTES.fetch_add(new_size as isize - layout.size() as isize, Relaxed);
+        }
+        new
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE_BYTES.fetch_sub(layout.size() as isize, Relaxed);
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const IDLE_TASKS: usize = 1_000_000;
+const SPAWNS: usize = 10_000_000;
+const BATCH: usize = 10_000;
+const WORKERS: usize = 2;
+
+/// A field of /proc/self/status, in bytes.
+fn status_bytes(field: &str) -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| {
+            let rest = line.strip_prefix(field)?.strip_prefix(':')?;
+            rest.trim().trim_end_matches("kB").trim().parse::<usize>().ok()
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// What a child prints on its one line of output: `key=value` pairs.
+struct Row {
+    shape: &'static str,
+    bytes_per_task: f64,
+    rss_per_task: f64,
+    cancel: Duration,
+    peak_rss: usize,
+}
+
+impl Row {
+    fn print(&self) {
+        println!(
+            "ROW shape={} bytes={:.1} rss={:.1} cancel_ms={:.1} peak_mb={:.1}",
+            self.shape,
+            self.bytes_per_task,
+            self.rss_per_task,
+            self.cancel.as_secs_f64() * 1e3,
+            self.peak_rss as f64 / 1048576.0
+        );
+    }
+}
+
+/// Waits until `done()` or panics after a minute.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < Duration::from_secs(60), "{what} took over a minute");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Counts its drops: a task's future is dropped when it finishes or is cancelled.
+struct CountDrop(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for CountDrop {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Relaxed);
+    }
+}
+
+fn coro_idle(shape: &'static str) -> Row {
+    use coro::cancel::{CancellationSource, cancellable};
+    use std::sync::atomic::AtomicUsize;
+    let pool = coro::ThreadPool::new(WORKERS).unwrap();
+    let baton = Arc::new(coro::sync::Baton::new());
+    let source = CancellationSource::new();
+    let parked = Arc::new(AtomicUsize::new(0));
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let before = LIVE_BYTES.load(Relaxed);
+    let rss_before = status_bytes("VmRSS");
+    let handles = coro::block_wait(
+        coro::Task::new({
+            let (baton, parked, dropped) = (baton.clone(), parked.clone(), dropped.clone());
+            async move {
+                let mut handles = Vec::with_capacity(IDLE_TASKS);
+                for _ in 0..IDLE_TASKS {
+                    let (baton, parked) = (baton.clone(), parked.clone());
+                    let guard = CountDrop(dropped.clone());
+                    handles.push(coro::spawn(async move {
+                        let _guard = guard;
+                        parked.fetch_add(1, Relaxed);
+                        match shape {
+                            "coro-timer" => {
+                                let _ = coro::time::sleep(Duration::from_secs(3600)).await;
+                            }
+                            "coro-baton-token" => {
+                                let _ = cancellable(baton.wait()).await;
+                            }
+                            _ => baton.wait().await,
+                        }
+                    }));
+                }
+                handles
+            }
+        })
+        .with_cancellation(source.token())
+        .schedule_on(&pool),
+    );
+    wait_until("parking the tasks", || parked.load(Relaxed) == IDLE_TASKS);
+    std::thread::sleep(Duration::from_millis(200));
+    let bytes = (LIVE_BYTES.load(Relaxed) - before) as f64 - (handles.capacity() * 8) as f64;
+    let rss = status_bytes("VmRSS").saturating_sub(rss_before) as f64;
+    let start = Instant::now();
+    if shape == "coro-baton-token" {
+        // The coro way: one token for the request's work.
+        source.request_cancellation();
+        drop(handles);
+    } else {
+        for handle in handles {
+            handle.cancel();
+        }
+    }
+    wait_until("cancelling the tasks", || dropped.load(Relaxed) == IDLE_TASKS);
+    let cancel = start.elapsed();
+    Row {
+        shape,
+        bytes_per_task: bytes / IDLE_TASKS as f64,
+        rss_per_task: rss / IDLE_TASKS as f64,
+        cancel,
+        peak_rss: status_bytes("VmHWM"),
+    }
+}
+
+fn tokio_idle(shape: &'static str) -> Row {
+    use std::sync::atomic::AtomicUsize;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKERS)
+        .enable_time()
+        .build()
+        .unwrap();
+    let notify = Arc::new(tokio::sync::Notify::new());
+    let parked = Arc::new(AtomicUsize::new(0));
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let before = LIVE_BYTES.load(Relaxed);
+    let rss_before = status_bytes("VmRSS");
+    let timer = shape == "tokio-timer";
+    let handles = rt.block_on({
+        let (notify, parked, dropped) = (notify.clone(), parked.clone(), dropped.clone());
+        async move {
+            let mut handles = Vec::with_capacity(IDLE_TASKS);
+            for _ in 0..IDLE_TASKS {
+                let (notify, parked) = (notify.clone(), parked.clone());
+                let guard = CountDrop(dropped.clone());
+                handles.push(tokio::spawn(async move {
+                    let _guard = guard;
+                    parked.fetch_add(1, Relaxed);
+                    if timer {
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                    } else {
+                        notify.notified().await;
+                    }
+                }));
+            }
+            handles
+        }
+    });
+    wait_until("parking the tasks", || parked.load(Relaxed) == IDLE_TASKS);
+    std::thread::sleep(Duration::from_millis(200));
+    let bytes = (LIVE_BYTES.load(Relaxed) - before) as f64 - (handles.capacity() * 8) as f64;
+    let rss = status_bytes("VmRSS").saturating_sub(rss_before) as f64;
+    let start = Instant::now();
+    for handle in handles {
+        handle.abort();
+    }
+    wait_until("cancelling the tasks", || dropped.load(Relaxed) == IDLE_TASKS);
+    let cancel = start.elapsed();
+    Row {
+        shape,
+        bytes_per_task: bytes / IDLE_TASKS as f64,
+        rss_per_task: rss / IDLE_TASKS as f64,
+        cancel,
+        peak_rss: status_bytes("VmHWM"),
+    }
+}
+
+fn coro_spawns() -> Row {
+    let pool = coro::ThreadPool::new(WORKERS).unwrap();
+    coro::block_wait(
+        coro::Task::new(async {
+            let mut handles = Vec::with_capacity(BATCH);
+            for _ in 0..SPAWNS / BATCH {
+                handles.extend((0..BATCH).map(|_| coro::spawn(async {})));
+                for handle in handles.drain(..) {
+                    handle.await.unwrap();
+                }
+            }
+        })
+        .schedule_on(&pool),
+    );
+    spawn_row("coro-spawn")
+}
+
+fn tokio_spawns() -> Row {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKERS)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut handles = Vec::with_capacity(BATCH);
+        for _ in 0..SPAWNS / BATCH {
+            handles.extend((0..BATCH).map(|_| tokio::spawn(async {})));
+            for handle in handles.drain(..) {
+                handle.await.unwrap();
+            }
+        }
+    });
+    spawn_row("tokio-spawn")
+}
+
+fn spawn_row(shape: &'static str) -> Row {
+    Row {
+        shape,
+        bytes_per_task: f64::NAN,
+        rss_per_task: f64::NAN,
+        cancel: Duration::ZERO,
+        peak_rss: status_bytes("VmHWM"),
+    }
+}
+
+const SHAPES: [&str; 7] = [
+    "coro-baton",
+    "coro-baton-token",
+    "tokio-notify",
+    "coro-timer",
+    "tokio-timer",
+    "coro-spawn",
+    "tokio-spawn",
+];
+
+fn run_child(shape: &str) {
+    let row = match shape {
+        "coro-baton" => coro_idle("coro-baton"),
+        "coro-baton-token" => coro_idle("coro-baton-token"),
+        "coro-timer" => coro_idle("coro-timer"),
+        "tokio-notify" => tokio_idle("tokio-notify"),
+        "tokio-timer" => tokio_idle("tokio-timer"),
+        "coro-spawn" => coro_spawns(),
+        "tokio-spawn" => tokio_spawns(),
+        other => panic!("unknown shape {other:?}: one of {SHAPES:?}"),
+    };
+    row.print();
+}
+
+fn main() {
+    if let Some(shape) = std::env::args().nth(1) {
+        return run_child(&shape);
+    }
+    let exe = std::env::current_exe().expect("the example's own path");
+    println!("| row | bytes / idle task (heap) | RSS / idle task | cancel all | peak RSS |");
+    println!("|---|---:|---:|---:|---:|");
+    for shape in SHAPES {
+        let out = std::process::Command::new(&exe)
+            .arg(shape)
+            .output()
+            .expect("running a child");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let Some(line) = text.lines().find(|l| l.starts_with("ROW ")) else {
+            eprintln!("{shape} failed: {}", String::from_utf8_lossy(&out.stderr));
+            std::process::exit(1);
+        };
+        let field = |key: &str| {
+            line.split_whitespace()
+                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                .unwrap_or("?")
+                .to_owned()
+        };
+        let (bytes, rss, cancel) = (field("bytes"), field("rss"), field("cancel_ms"));
+        if shape.ends_with("-spawn") {
+            println!("| {shape}: 10M empty spawns | | | | {} MB |", field("peak_mb"));
+        } else {
+            println!(
+                "| {shape}: 1M idle tasks | {bytes} B | {rss} B | {cancel} ms | {} MB |",
+                field("peak_mb")
+            );
+        }
+    }
+}
