@@ -82,7 +82,11 @@ fn status_bytes(field: &str) -> usize {
         .lines()
         .find_map(|line| {
             let rest = line.strip_prefix(field)?.strip_prefix(':')?;
-            rest.trim().trim_end_matches("kB").trim().parse::<usize>().ok()
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<usize>()
+                .ok()
         })
         .map_or(0, |kb| kb * 1024)
 }
@@ -113,7 +117,10 @@ impl Row {
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
-        assert!(start.elapsed() < Duration::from_secs(60), "{what} took over a minute");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{what} took over a minute"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -179,7 +186,9 @@ fn coro_idle(shape: &'static str) -> Row {
             handle.cancel();
         }
     }
-    wait_until("cancelling the tasks", || dropped.load(Relaxed) == IDLE_TASKS);
+    wait_until("cancelling the tasks", || {
+        dropped.load(Relaxed) == IDLE_TASKS
+    });
     let cancel = start.elapsed();
     Row {
         shape,
@@ -231,7 +240,9 @@ fn tokio_idle(shape: &'static str) -> Row {
     for handle in handles {
         handle.abort();
     }
-    wait_until("cancelling the tasks", || dropped.load(Relaxed) == IDLE_TASKS);
+    wait_until("cancelling the tasks", || {
+        dropped.load(Relaxed) == IDLE_TASKS
+    });
     let cancel = start.elapsed();
     Row {
         shape,
@@ -335,7 +346,10 @@ fn main() {
         };
         let (bytes, rss, cancel) = (field("bytes"), field("rss"), field("cancel_ms"));
         if shape.ends_with("-spawn") {
-            println!("| {shape}: 10M empty spawns | | | | {} MB |", field("peak_mb"));
+            println!(
+                "| {shape}: 10M empty spawns | | | | {} MB |",
+                field("peak_mb")
+            );
         } else {
             println!(
                 "| {shape}: 1M idle tasks | {bytes} B | {rss} B | {cancel} ms | {} MB |",

@@ -47,6 +47,8 @@
 mod blocking;
 mod executor;
 mod inline;
+#[cfg(all(unix, not(any(loom, shuttle))))]
+pub mod io;
 mod join;
 #[doc(hidden)]
 pub mod loom;

@@ -320,6 +320,9 @@ pub mod cancel;
 pub mod channel;
 mod collect;
 mod local;
+// The IO driver it stands on is left out of the loom and shuttle builds.
+#[cfg(all(unix, not(any(loom, shuttle))))]
+pub mod net;
 pub mod retry;
 mod task;
 pub mod time;
@@ -359,7 +362,7 @@ pub use coro_macros::{main, task, test};
 /// }
 /// ```
 ///
-/// - The futures (anything [`IntoFuture`](std::future::IntoFuture): a [`Task`], a
+/// - The futures (anything [`IntoFuture`]: a [`Task`], a
 ///   [`JoinHandle`], a channel's `recv()`, an `async` block) are evaluated in written order and
 ///   pinned on the stack: no allocation. A branch whose precondition is `false` is disabled and
 ///   its future expression is not evaluated at all.

@@ -158,12 +158,31 @@ impl Idle {
     /// Records that worker `index` parks. Returns true if the caller must rescan every queue
     /// before sleeping: it was the last searcher (a task may have been pushed while every
     /// notifier counted on a searcher to find it), or it is the last worker awake.
-    pub(crate) fn park(&self, index: usize, is_searching: bool) -> bool {
+    ///
+    /// A worker that will wait in the OS poll (`polling`) goes to the front of the sleepers, so
+    /// that notifications wake the others first and the poll goes on.
+    pub(crate) fn park(&self, index: usize, is_searching: bool, polling: bool) -> bool {
         let mut sleepers = self.sleepers.lock().unwrap();
         let dec = UNPARKED_ONE | is_searching as usize;
         let prev = self.state.fetch_sub(dec, SeqCst);
-        sleepers.parked.push(index);
+        if polling {
+            sleepers.parked.insert(0, index);
+        } else {
+            sleepers.parked.push(index);
+        }
         (is_searching && searching(prev) == 1) || unparked(prev) == 1
+    }
+
+    /// A parked worker woke by itself (its OS poll returned IO events, and it is about to wake
+    /// their tasks): takes it off the sleepers as awake and not searching. Returns `None` if a
+    /// notifier had already chosen it (it then counts as searching, see `unpark_confirmed`),
+    /// else whether the monitor sleeps and must be woken (as `worker_to_notify` reports).
+    pub(crate) fn unpark_self(&self, index: usize) -> Option<bool> {
+        let mut sleepers = self.sleepers.lock().unwrap();
+        let at = sleepers.parked.iter().position(|&i| i == index)?;
+        sleepers.parked.remove(at);
+        self.state.fetch_add(UNPARKED_ONE, SeqCst);
+        Some(std::mem::take(&mut sleepers.monitor_asleep))
     }
 
     /// After a wake-up: returns true if worker `index` was really chosen (it is no longer in the

@@ -1,10 +1,14 @@
-//! Loom models of the pool's lock-free parts and of its wake/park protocol.
+//! Models of the pool's lock-free parts and of its wake/park protocol, run by two checkers: loom
+//! (exhaustive up to a preemption bound, weak memory orderings) and shuttle (random schedules,
+//! no preemption bound, sequential consistency).
 //!
 //! Run them (and only them) with:
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
 //!     cargo test -p coro-executor --lib --release --target-dir target/loom -- loom_
+//! RUSTFLAGS="--cfg shuttle" \
+//!     cargo test -p coro-executor --lib --release --target-dir target/shuttle -- loom_
 //! ```
 //!
 //! Under `--cfg loom` every primitive behind `crate::loom` (and concurrent-queue's atomics) is
@@ -12,7 +16,40 @@
 //! coroutines on one OS thread: nothing here touches `worker.rs`'s thread-locals
 //! (`schedule_local`, `shard_hint`, `worker::run`).
 //!
-//! What each model proves, for every interleaving loom explores:
+//! Under `--cfg shuttle` every primitive behind `crate::loom` is shuttle's instead, and every
+//! model here runs unchanged (`crate::loom::model` picks the checker; shuttle too runs model
+//! threads as coroutines on one OS thread, so the std thread-locals below are still shared by a
+//! model's threads and private to its test). Shuttle runs each model for `SHUTTLE_ITERATIONS`
+//! schedules under a uniformly random scheduler and as many under PCT (default 5000 each, CI's
+//! count; `.ci/long` runs 1,000,000), seeded by `SHUTTLE_SEED` (fixed by default, so a run is
+//! reproducible); a failure prints its schedule, which `SHUTTLE_REPLAY=<schedule>` replays (see
+//! `crate::loom::model`). What shuttle adds:
+//! - sequential consistency: shuttle runs every atomic operation in one total order, so the
+//!   `fence(SeqCst)`s of the idle/notify protocol (`Idle::notify_should_wake` against
+//!   `Shared::notify_if_work_pending`) and of the task list's unlisting (`TaskList::remove`
+//!   against `TaskList::visit`), which loom only approximates (it runs `SeqCst` accesses as
+//!   `AcqRel`, and its `fence(SeqCst)` is a join of views), are modelled as sequentially
+//!   consistent: the Dekker pairs' logic is checked with the guarantee the code relies on,
+//!   with no false alarm and no missed interleaving from the approximation;
+//! - no preemption bound: a schedule may switch threads at every atomic operation, lock and
+//!   yield, however many times (loom's CI run allows 2 preemptions).
+//!
+//! What it does not do, which is why loom stays: it does not model orderings weaker than
+//! `SeqCst` (a missing Acquire/Release goes unseen), it samples schedules rather than
+//! enumerating them (so the *exhaustive* models below are exhaustive under loom only), and it
+//! does not check `UnsafeCell` accesses: where a model says that loom fails an access racing
+//! another (queue slots, the offer slot's pointer, `loom_tasks_remove_waits_for_visitor`'s
+//! task data), under shuttle only the values the model asserts on can catch the race. The deps
+//! built without the cfg (concurrent-queue's global queue, async-task's task state) keep std's
+//! atomics under shuttle, so each of their operations is one step there.
+//!
+//! No model here is loom-only: none uses a loom API beyond `crate::loom` (the only one,
+//! `loom::model::Builder`, now sits behind `crate::loom::model`/`model_exhaustive`), and every
+//! assertion holds as it is under both. (The timer driver's and `Sleep`'s loom models, in
+//! `time/`, are not part of this file and stay loom-only.)
+//!
+//! What each model proves, for every interleaving loom explores (and every schedule shuttle
+//! samples):
 //!
 //! - Local queue (`queue.rs`); items are boxed, carry an id and are counted while alive, so a lost
 //!   item (missing id, or a live count above zero at the end) and a duplicated one (an id seen
@@ -45,7 +82,7 @@
 //!   (`ModelWorker`), while the model's main thread schedules one task from outside the pool
 //!   (`Shared::schedule_remote`: global-queue push, then `notify_parked`). The task shuts the
 //!   pool down when it runs, which lets every worker exit; if the task were stranded in the queue
-//!   with every worker parked, no thread could make progress and loom reports a deadlock. So
+//!   with every worker parked, no thread could make progress and the checker reports a deadlock. So
 //!   each model proves "no lost wake-up: the task is always run, exactly once":
 //!   - `loom_protocol_searcher_parks`: worker 0 is the searcher and gives up (parks as the last
 //!     searcher, so it must rescan); worker 1 is already asleep;
@@ -113,7 +150,7 @@
 //!
 //! A failing model either panics with the broken assertion or reports `deadlock` (a lost
 //! wake-up: every thread blocked); loom's deadlock panic aborts the test binary, so run a single
-//! model by name to see which.
+//! model by name to see which (shuttle's fails only that model's test).
 
 use super::handoff;
 use super::monitor::{self, Look};
@@ -127,48 +164,20 @@ use crate::executor::Runnable;
 use crate::loom::sync::Arc;
 use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use crate::loom::thread;
+use crate::loom::{model, model_exhaustive};
 use crate::trace::TaskHeader;
 use std::cell::Cell;
 use std::ptr::NonNull;
 use std::task::{Wake, Waker};
 use std::time::Duration;
 
-/// Runs `f` under loom with the environment's settings (`LOOM_MAX_PREEMPTIONS`, ...), allowing
-/// long single-threaded setups (filling a 256-slot ring is ~1500 loom operations).
-fn model<F>(f: F)
-where
-    F: Fn() + Send + Sync + 'static,
-{
-    check(loom::model::Builder::new(), f);
-}
-
-/// `model` without a preemption bound, whatever `LOOM_MAX_PREEMPTIONS` says: every
-/// interleaving, for models small enough to explore them all in a fraction of a second.
-fn model_exhaustive<F>(f: F)
-where
-    F: Fn() + Send + Sync + 'static,
-{
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = None;
-    check(builder, f);
-}
-
-/// Runs `f` under `builder`, with room for long single-threaded setups (see `model`).
-fn check<F>(mut builder: loom::model::Builder, f: F)
-where
-    F: Fn() + Send + Sync + 'static,
-{
-    builder.max_branches = builder.max_branches.max(20_000);
-    builder.check(f);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Local queue
 // ---------------------------------------------------------------------------------------------
 
 std::thread_local! {
-    /// Queue items alive in the current model iteration. Loom runs all model threads on the test's
-    /// OS thread, so this std thread-local is shared by them and private to the test.
+    /// Queue items alive in the current model iteration. Loom and shuttle run all model threads
+    /// on the test's OS thread, so this std thread-local is shared by them and private to the test.
     static LIVE_ITEMS: Cell<isize> = const { Cell::new(0) };
 }
 
@@ -637,7 +646,7 @@ impl ModelWorker {
     /// the last worker awake), then sleep.
     fn park(&mut self) {
         let was_searching = std::mem::replace(&mut self.is_searching, false);
-        if self.shared.idle.park(self.index, was_searching) {
+        if self.shared.idle.park(self.index, was_searching, false) {
             self.shared.notify_if_work_pending();
         }
         self.wait_for_unpark();
@@ -694,7 +703,7 @@ enum Start {
 /// Starts the two workers as given, schedules one task from outside the pool as
 /// `Shared::schedule_remote` does, and checks that it runs exactly once. The task begins the
 /// pool's shutdown when it runs, which is what lets the workers' threads end: a lost wake-up
-/// leaves every thread blocked, which loom reports as a deadlock.
+/// leaves every thread blocked, which loom and shuttle report as a deadlock.
 fn protocol_model(starts: [Start; 2]) {
     let (shared, locals) = new_shared(2);
     setup_idle(&shared, starts);
@@ -772,7 +781,7 @@ fn setup_idle(shared: &Shared, starts: [Start; 2]) {
     for (index, start) in starts.into_iter().enumerate() {
         match start {
             Start::Asleep => {
-                shared.idle.park(index, false);
+                shared.idle.park(index, false, false);
             }
             Start::Running { searching: true } => {
                 assert!(shared.idle.try_start_searching());
@@ -782,7 +791,7 @@ fn setup_idle(shared: &Shared, starts: [Start; 2]) {
     }
 }
 
-/// Runs `protocol_model` with `starts` under loom.
+/// Runs `protocol_model` with `starts` under the build's checker.
 fn protocol(starts: [Start; 2]) {
     model(move || protocol_model(starts));
 }
@@ -1414,6 +1423,15 @@ fn loom_tasks_live_count_after_close() {
     });
 }
 
+/// A cell that a model's threads share: whether their accesses race is what the model checks
+/// (loom checks every access; shuttle, whose `Arc` is std's and needs `Sync`, only the values
+/// read).
+struct SharedCell<T>(crate::loom::UnsafeCell<T>);
+
+// SAFETY (test): the models access the cell only as the protocol under test allows; loom
+// reports any access that is not ordered after a conflicting one.
+unsafe impl<T: Send> Sync for SharedCell<T> {}
+
 #[test]
 fn loom_tasks_remove_waits_for_visitor() {
     model(|| {
@@ -1423,13 +1441,13 @@ fn loom_tasks_remove_waits_for_visitor() {
             .insert(0, (), |key, ()| (None, header, key))
             .unwrap_or_else(|()| unreachable!());
         // Stands for the task's future, which is dropped once `remove` returns.
-        let data = Arc::new(crate::loom::UnsafeCell::new(1u32));
+        let data = Arc::new(SharedCell(crate::loom::UnsafeCell::new(1u32)));
         let remover = {
             let data = data.clone();
             thread::spawn(move || {
                 TaskList::remove(key);
                 // SAFETY (test): the list promises no visitor reads the task from here on.
-                data.with_mut(|d| unsafe { *d = 0 });
+                data.0.with_mut(|d| unsafe { *d = 0 });
             })
         };
         let mut seen = 0;
@@ -1438,7 +1456,7 @@ fn loom_tasks_remove_waits_for_visitor() {
             |_, listed| {
                 assert_eq!(listed, header);
                 // SAFETY (test): the task is listed, so it cannot have been dropped yet.
-                assert_eq!(data.with(|d| unsafe { *d }), 1, "read a dropped task");
+                assert_eq!(data.0.with(|d| unsafe { *d }), 1, "read a dropped task");
                 seen += 1;
             },
         );

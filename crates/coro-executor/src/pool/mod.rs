@@ -17,7 +17,7 @@
 mod builder;
 mod handoff;
 mod idle;
-#[cfg(all(test, loom))]
+#[cfg(all(test, any(loom, shuttle)))]
 mod loom_tests;
 mod metrics;
 mod monitor;
@@ -30,6 +30,16 @@ mod tasks;
 mod worker;
 
 pub use builder::{BuildError, ThreadPoolBuilder};
+
+/// The IO driver that sockets created here register with: the current worker's pool's, or the
+/// default pool's outside any pool.
+#[cfg(all(unix, not(any(loom, shuttle))))]
+pub(crate) fn current_io_driver() -> std::io::Result<Arc<crate::io::driver::IoDriver>> {
+    match worker::current_shared() {
+        Some(shared) => shared.io_driver().cloned(),
+        None => crate::default_pool().shared.io_driver().cloned(),
+    }
+}
 pub use metrics::{PoolMetrics, WorkerMetrics};
 pub use offer::{Offer, offer_while};
 pub use stall::StallReport;

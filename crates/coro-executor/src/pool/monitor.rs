@@ -149,6 +149,25 @@ pub(crate) fn sleep_while_all_parked(shared: &Shared) -> bool {
     sleeps
 }
 
+/// How long sockets may go without anyone polling the OS for them before the monitor does
+/// (Go's sysmon polls the netpoller after 10 ms): every worker is busy, and none reached the
+/// non-blocking poll of its 61st tick.
+#[cfg(all(unix, not(any(loom, shuttle))))]
+const IO_NEGLECT_MS: u64 = 10;
+
+/// Polls the OS without waiting if sockets are registered and nobody polled for
+/// [`IO_NEGLECT_MS`]; the tasks it wakes go through the global queue.
+#[cfg(all(unix, not(any(loom, shuttle))))]
+fn poll_io_if_neglected(shared: &Shared) {
+    if let Some(io) = shared.io_to_poll() {
+        if io.ms_since_poll() >= IO_NEGLECT_MS {
+            if let Some(guard) = io.try_poll() {
+                guard.wait(Some(Duration::ZERO), || {});
+            }
+        }
+    }
+}
+
 /// The monitor thread of pool `shared`: looks periodically while a worker is awake, sleeps
 /// while every worker is parked, until the pool shuts down.
 pub(crate) fn run(shared: Arc<Shared>) {
@@ -181,6 +200,8 @@ pub(crate) fn run(shared: Arc<Shared>) {
         if let Some(config) = &shared.stall {
             stall::look(&shared, config, &mut watches, now);
         }
+        #[cfg(all(unix, not(any(loom, shuttle))))]
+        poll_io_if_neglected(&shared);
         quiet_looks = if seen.posted || handed > 0 {
             0
         } else {

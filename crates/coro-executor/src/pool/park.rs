@@ -10,6 +10,9 @@ use crate::loom::sync::{Condvar, Mutex};
 const EMPTY: usize = 0;
 const PARKED: usize = 1;
 const NOTIFIED: usize = 2;
+/// Waiting in the OS poll (`park_polling`): an unpark interrupts the poll instead of
+/// signalling the condvar.
+const POLLING: usize = 3;
 
 pub(crate) struct Parker {
     state: AtomicUsize,
@@ -41,8 +44,12 @@ impl Parker {
         match self.state.compare_exchange(EMPTY, PARKED, Acquire, Acquire) {
             Ok(_) => {}
             Err(NOTIFIED) => {
-                // Notified between the fast path and taking the lock.
-                self.state.store(EMPTY, Release);
+                // Notified between the fast path and taking the lock. A swap, not a store: a
+                // second unpark may have landed on the token since the failed exchange read it,
+                // and only a read-modify-write synchronises with that one too (a plain store
+                // erased it unread, so what it published, such as shutdown, could stay unseen:
+                // found by loom at 3 preemptions).
+                self.state.swap(EMPTY, Acquire);
                 return;
             }
             Err(actual) => panic!("inconsistent parker state {actual}: parked twice"),
@@ -61,10 +68,41 @@ impl Parker {
         }
     }
 
+    /// Parks by running `poll`, a wait in the OS that the `interrupt` given to
+    /// [`unpark_with`](Self::unpark_with) ends, instead of sleeping on the condvar. Returns at
+    /// once if a token is waiting. Unlike [`park`](Self::park) it may return without an unpark
+    /// (the poll returned on IO readiness or by itself); a token that arrives during the poll
+    /// is consumed on the way out.
+    pub(crate) fn park_polling(&self, poll: impl FnOnce()) {
+        match self
+            .state
+            .compare_exchange(EMPTY, POLLING, Acquire, Acquire)
+        {
+            Ok(_) => {}
+            Err(NOTIFIED) => {
+                // A swap, as in `park`: it reads every unpark merged into the token.
+                self.state.swap(EMPTY, Acquire);
+                return;
+            }
+            Err(actual) => panic!("inconsistent parker state {actual}: parked twice"),
+        }
+        // An unpark from here on sees POLLING and interrupts the poll (or, if the poll has not
+        // started waiting yet, makes it return at once: the OS poller keeps the notification).
+        poll();
+        self.state.swap(EMPTY, Acquire);
+    }
+
     /// Wakes the parked thread, or makes its next `park` return at once.
     pub(crate) fn unpark(&self) {
+        self.unpark_with(|| {});
+    }
+
+    /// As [`unpark`](Self::unpark), calling `interrupt` if the thread waits in the OS poll
+    /// ([`park_polling`](Self::park_polling)).
+    pub(crate) fn unpark_with(&self, interrupt: impl FnOnce()) {
         match self.state.swap(NOTIFIED, Release) {
             EMPTY | NOTIFIED => {}
+            POLLING => interrupt(),
             PARKED => {
                 // Taking the lock orders this notification after the parker's check-then-wait:
                 // it either has not checked yet (and will see NOTIFIED) or it is waiting.
@@ -73,5 +111,89 @@ impl Parker {
             }
             actual => panic!("inconsistent parker state {actual}"),
         }
+    }
+}
+
+/// Loom models of the park-in-poll protocol: an unpark racing a worker on its way into the OS
+/// poll is never lost. The OS poll is a stand-in: a wait on a flag that `notify` sets, and that
+/// (like `polling`'s notification) stays set if it is set before the wait starts.
+///
+/// ```text
+/// RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
+///     cargo test -p coro-executor --lib --release --target-dir target/loom -- loom_park_polling
+/// ```
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::Parker;
+    use crate::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use crate::loom::sync::{Arc, Condvar, Mutex};
+    use crate::loom::thread;
+
+    /// The OS poll: `wait` blocks until `notify`, or returns at once if a notification (or an
+    /// IO event, `events`) is pending, consuming it.
+    #[derive(Default)]
+    struct FakePoll {
+        pending: Mutex<bool>,
+        condvar: Condvar,
+    }
+
+    impl FakePoll {
+        fn wait(&self) {
+            let mut pending = self.pending.lock().unwrap();
+            while !*pending {
+                pending = self.condvar.wait(pending).unwrap();
+            }
+            *pending = false;
+        }
+
+        fn notify(&self) {
+            *self.pending.lock().unwrap() = true;
+            self.condvar.notify_one();
+        }
+    }
+
+    #[test]
+    fn loom_park_polling_unpark_is_never_lost() {
+        loom::model(|| {
+            let parker = Arc::new(Parker::new());
+            let poll = Arc::new(FakePoll::default());
+            let worker = {
+                let (parker, poll) = (parker.clone(), poll.clone());
+                thread::spawn(move || parker.park_polling(|| poll.wait()))
+            };
+            parker.unpark_with(|| poll.notify());
+            worker.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn loom_park_polling_spurious_return_then_condvar_park() {
+        loom::model(|| {
+            // As the worker's park loop: it waits (in the poll, or on the condvar when another
+            // thread has the poll) until a notifier has chosen it and unparked it. The first
+            // poll returns at once (IO events), so the worker goes round again: the one unpark
+            // must end its wait wherever it lands.
+            let parker = Arc::new(Parker::new());
+            let poll = Arc::new(FakePoll::default());
+            let chosen = Arc::new(AtomicBool::new(false));
+            poll.notify();
+            let worker = {
+                let (parker, poll, chosen) = (parker.clone(), poll.clone(), chosen.clone());
+                thread::spawn(move || {
+                    let mut round = 0;
+                    while !chosen.load(SeqCst) {
+                        if round == 0 {
+                            parker.park_polling(|| poll.wait());
+                        } else {
+                            parker.park();
+                        }
+                        round += 1;
+                    }
+                })
+            };
+            chosen.store(true, SeqCst);
+            parker.unpark_with(|| poll.notify());
+            worker.join().unwrap();
+        });
     }
 }

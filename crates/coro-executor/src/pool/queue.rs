@@ -110,7 +110,7 @@ impl<T> Inner<T> {
 
 impl<T> Local<T> {
     /// Whether the ring is empty (a snapshot).
-    #[cfg(loom)]
+    #[cfg(any(loom, shuttle))]
     pub(crate) fn is_empty(&self) -> bool {
         self.inner.len() == 0
     }

@@ -62,14 +62,14 @@ pub(crate) struct Remote {
 /// How long a task must wait in the next slot of a worker that stays in one poll before a
 /// searcher takes it (Go's `runqgrab` sleeps 3 µs before stealing `runnext`): the owner
 /// usually woke that task just before finishing its poll, and runs it next.
-#[cfg_attr(loom, allow(dead_code))]
+#[cfg_attr(any(loom, shuttle), allow(dead_code))]
 pub(crate) const NEXT_SLOT_GRACE: Duration = Duration::from_micros(3);
 
-/// Waits [`NEXT_SLOT_GRACE`] (in a loom model: lets the other threads move).
+/// Waits [`NEXT_SLOT_GRACE`] (in a loom or shuttle model: lets the other threads move).
 pub(crate) fn wait_next_slot_grace() {
-    #[cfg(loom)]
+    #[cfg(any(loom, shuttle))]
     crate::loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(not(any(loom, shuttle)))]
     {
         let start = std::time::Instant::now();
         while start.elapsed() < NEXT_SLOT_GRACE {
@@ -168,6 +168,9 @@ pub(crate) struct Shared {
     /// The prefix of the pool's thread names.
     thread_name: String,
     shutdown: AtomicBool,
+    /// The IO driver, created when the first socket registers (`io/driver.rs`).
+    #[cfg(not(any(loom, shuttle)))]
+    io: std::sync::OnceLock<Arc<crate::io::driver::IoDriver>>,
 }
 
 /// The settings of a pool that its shared state keeps.
@@ -179,8 +182,8 @@ pub(crate) struct Options {
 
 impl Shared {
     /// The shared state of a pool whose workers are `remotes` (no spare slots: no helper can
-    /// start), with the default handoff threshold: for the loom models.
-    #[cfg(loom)]
+    /// start), with the default handoff threshold: for the loom and shuttle models.
+    #[cfg(any(loom, shuttle))]
     pub(crate) fn new(remotes: Box<[Remote]>, blocking: BlockingPool) -> Shared {
         let workers = remotes.len();
         let options = Options {
@@ -214,7 +217,51 @@ impl Shared {
             stall: options.stall,
             thread_name: options.thread_name,
             shutdown: AtomicBool::new(false),
+            #[cfg(not(any(loom, shuttle)))]
+            io: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The pool's IO driver, created on first use.
+    #[cfg(not(any(loom, shuttle)))]
+    pub(crate) fn io_driver(
+        self: &Arc<Self>,
+    ) -> std::io::Result<&Arc<crate::io::driver::IoDriver>> {
+        if let Some(driver) = self.io.get() {
+            return Ok(driver);
+        }
+        let pool = Arc::downgrade(self);
+        let driver = crate::io::driver::IoDriver::new(Box::new(move || {
+            // A socket waits while nobody polls the OS: get a parked worker to.
+            if let Some(pool) = pool.upgrade() {
+                pool.notify_parked();
+            }
+        }))?;
+        // A racing first registration may have won: use whichever got in.
+        let _ = self.io.set(Arc::new(driver));
+        if self.is_shutdown() {
+            // Shutdown closed the driver before this one existed.
+            self.io.get().expect("just set").close();
+        }
+        Ok(self.io.get().expect("just set"))
+    }
+
+    /// The IO driver, if it exists and has sockets to poll for: what an idle worker waits on.
+    #[cfg(not(any(loom, shuttle)))]
+    pub(crate) fn io_to_poll(&self) -> Option<&Arc<crate::io::driver::IoDriver>> {
+        self.io
+            .get()
+            .filter(|io| io.has_sources() && !self.is_shutdown())
+    }
+
+    /// Wakes worker `index` from its park, in the OS poll too.
+    pub(crate) fn unpark_worker(&self, index: usize) {
+        self.remotes[index].parker.unpark_with(|| {
+            #[cfg(not(any(loom, shuttle)))]
+            if let Some(io) = self.io.get() {
+                io.notify();
+            }
+        });
     }
 
     /// The name of the thread of slot `index`: a worker's, or a helper's on a spare slot.
@@ -300,7 +347,7 @@ impl Shared {
     pub(crate) fn notify_parked(&self) -> bool {
         match self.idle.worker_to_notify() {
             Some(notify) => {
-                self.remotes[notify.worker].parker.unpark();
+                self.unpark_worker(notify.worker);
                 if notify.monitor {
                     self.monitor.wake();
                 }
@@ -349,8 +396,12 @@ impl Shared {
             return false;
         }
         self.inject.close();
-        for remote in self.remotes.iter() {
-            remote.parker.unpark();
+        #[cfg(not(any(loom, shuttle)))]
+        if let Some(io) = self.io.get() {
+            io.close();
+        }
+        for index in 0..self.remotes.len() {
+            self.unpark_worker(index);
         }
         self.monitor.wake_for_shutdown();
         true

@@ -43,7 +43,7 @@ pub(crate) struct TaskKey {
     slot: NonNull<Slot>,
 }
 
-#[cfg(all(loom, test))]
+#[cfg(all(any(loom, shuttle), test))]
 impl TaskKey {
     /// The slot's address, for models that check slots are not shared.
     pub(super) fn slot_addr(&self) -> usize {

@@ -243,6 +243,12 @@ impl Worker {
         core.tick = core.tick.wrapping_add(1);
         let remote = self.remote();
         if core.tick % GLOBAL_QUEUE_INTERVAL == 0 {
+            #[cfg(not(any(loom, shuttle)))]
+            {
+                drop(core);
+                self.poll_io_now();
+                core = self.core.borrow_mut();
+            }
             if let Some(task) = self.pop_global(&mut core) {
                 counters.global_first_polls.add(1);
                 if remote.has_next() && !core.is_searching {
@@ -395,12 +401,40 @@ impl Worker {
             std::mem::replace(&mut core.is_searching, false)
         };
         self.remote().counters.parks.add(1);
-        if self.shared.idle.park(self.index, was_searching) {
+        // With sockets to poll for, one idle worker waits in the OS instead of sleeping.
+        #[cfg(not(any(loom, shuttle)))]
+        let poll = self.shared.io_to_poll().and_then(|io| io.try_poll());
+        #[cfg(any(loom, shuttle))]
+        let poll: Option<()> = None;
+        if self
+            .shared
+            .idle
+            .park(self.index, was_searching, poll.is_some())
+        {
             self.shared.notify_if_work_pending();
         }
+        let mut poll = poll;
         loop {
-            self.remote().parker.park();
-            if self.shared.is_shutdown() {
+            let mut woke_itself = false;
+            match poll.take() {
+                #[cfg(not(any(loom, shuttle)))]
+                Some(guard) => self.remote().parker.park_polling(|| {
+                    guard.wait(None, || {
+                        // IO events: this worker wakes their tasks onto its own queue, so it
+                        // takes itself off the idle list first, awake and not searching.
+                        if let Some(monitor) = self.shared.idle.unpark_self(self.index) {
+                            woke_itself = true;
+                            if monitor {
+                                self.shared.monitor.wake();
+                            }
+                        }
+                    });
+                }),
+                #[cfg(any(loom, shuttle))]
+                Some(()) => unreachable!("no IO driver in the models"),
+                None => self.remote().parker.park(),
+            }
+            if self.shared.is_shutdown() || woke_itself {
                 return;
             }
             if self.shared.idle.unpark_confirmed(self.index) {
@@ -408,6 +442,20 @@ impl Worker {
                 self.core.borrow_mut().is_searching = true;
                 return;
             }
+            // Still parked: wait in the OS again if nobody else does.
+            #[cfg(not(any(loom, shuttle)))]
+            {
+                poll = self.shared.io_to_poll().and_then(|io| io.try_poll());
+            }
+        }
+    }
+
+    /// A busy worker's look at the OS, on its global-queue ticks: sockets that became ready
+    /// while every worker ran tasks must not wait for one to idle.
+    #[cfg(not(any(loom, shuttle)))]
+    fn poll_io_now(&self) {
+        if let Some(guard) = self.shared.io_to_poll().and_then(|io| io.try_poll()) {
+            guard.wait(Some(std::time::Duration::ZERO), || {});
         }
     }
 

@@ -62,3 +62,18 @@ impl<T, E: CancelledOutcome> CancelledOutcome for Result<T, E> {
         matches!(self, Err(e) if e.is_cancelled())
     }
 }
+
+/// An IO error is cancelled when it holds a [`Cancelled`](super::Cancelled): what `coro::net`'s
+/// `accept` and `connect` return once the task's token fires.
+///
+/// ```
+/// use coro::cancel::{Cancelled, CancelledOutcome};
+///
+/// assert!(std::io::Error::other(Cancelled).is_cancelled());
+/// assert!(!std::io::Error::from(std::io::ErrorKind::TimedOut).is_cancelled());
+/// ```
+impl CancelledOutcome for std::io::Error {
+    fn is_cancelled(&self) -> bool {
+        self.get_ref().is_some_and(|inner| inner.is::<Cancelled>())
+    }
+}

@@ -3,7 +3,7 @@
 //! - [`bounded`]`(cap)` and [`unbounded`]: multi-producer multi-consumer channels. `cap == 0`
 //!   makes a rendezvous channel, as Go's unbuffered `chan`: a send completes only once a
 //!   receiver has taken the value.
-//! - [`oneshot`]: one value from one task to another.
+//! - [`oneshot()`]: one value from one task to another.
 //!
 //! Rules every channel here keeps:
 //! - Messages from one sender arrive in the order it sent them; waiting senders and waiting

@@ -1,4 +1,4 @@
-//! [`oneshot`](super::oneshot): one value, from one task to another.
+//! [`oneshot`](fn@super::oneshot): one value, from one task to another.
 //!
 //! A short mutex around the value, the receiver's waker and who is gone; the waker is woken and
 //! an undelivered value dropped only after the mutex is released.
@@ -69,7 +69,7 @@ pub(super) fn channel<T>() -> (Sender<T>, Receiver<T>) {
     )
 }
 
-/// Sends the one value of a [`oneshot`](super::oneshot) channel. Dropping it unsent makes the
+/// Sends the one value of a [`oneshot`](fn@super::oneshot) channel. Dropping it unsent makes the
 /// receiver resolve to `Err(RecvError)`.
 ///
 /// ```
@@ -127,7 +127,7 @@ impl<T> fmt::Debug for Sender<T> {
     }
 }
 
-/// Receives the one value of a [`oneshot`](super::oneshot) channel: a future of
+/// Receives the one value of a [`oneshot`](fn@super::oneshot) channel: a future of
 /// `Result<T, RecvError>` (`Err` if the sender was dropped without sending). Dropping it drops
 /// a value that was sent and not received.
 ///

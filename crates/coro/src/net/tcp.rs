@@ -1,0 +1,471 @@
+//! [`TcpListener`], [`TcpStream`] and its owned halves.
+
+use super::addr::{ToSocketAddrs, resolve, try_each};
+use super::cancel_aware;
+use super::evented::Evented;
+use futures_core::Stream;
+use futures_io::{AsyncRead, AsyncWrite};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// A TCP listening socket.
+///
+/// ```
+/// # coro::block_wait(async {
+/// let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// let addr = listener.local_addr().unwrap();
+/// let client = coro::spawn(coro::net::TcpStream::connect(addr));
+/// let (_stream, peer) = listener.accept().await.unwrap();
+/// let client = client.await.unwrap().unwrap();
+/// assert_eq!(peer, client.local_addr().unwrap());
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct TcpListener {
+    inner: Evented<std::net::TcpListener>,
+}
+
+impl TcpListener {
+    /// Binds to `addr` (the first of its addresses that binds). Port 0 picks a free port.
+    ///
+    /// ```
+    /// # coro::block_wait(async {
+    /// let listener = coro::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    /// assert_ne!(listener.local_addr().unwrap().port(), 0);
+    /// # });
+    /// ```
+    pub async fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        let addrs = resolve(addr).await?;
+        try_each(addrs, |addr| async move {
+            TcpListener::try_from(std::net::TcpListener::bind(addr)?)
+        })
+        .await
+    }
+
+    /// Accepts a connection. Cancellation-aware: returns an error once the current task's token
+    /// fires.
+    ///
+    /// ```
+    /// use coro::cancel::{CancellationSource, CancelledOutcome};
+    ///
+    /// let source = CancellationSource::new();
+    /// source.request_cancellation();
+    /// let err = coro::block_wait(coro::Task::new(async {
+    ///     let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    ///     listener.accept().await.unwrap_err()
+    /// }).with_cancellation(source.token()));
+    /// assert!(err.is_cancelled());
+    /// ```
+    pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let (stream, addr) = cancel_aware(std::future::poll_fn(|cx| {
+            self.inner.poll_read_with(cx, |l| l.accept())
+        }))
+        .await?;
+        Ok((TcpStream::try_from(stream)?, addr))
+    }
+
+    /// The stream of incoming connections (each `accept` in turn; the stream never ends).
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    ///
+    /// # coro::block_wait(async {
+    /// let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    /// let addr = listener.local_addr().unwrap();
+    /// coro::spawn(coro::net::TcpStream::connect(addr));
+    /// let mut incoming = listener.incoming();
+    /// assert!(incoming.next().await.unwrap().is_ok());
+    /// # });
+    /// ```
+    pub fn incoming(&self) -> Incoming<'_> {
+        Incoming { listener: self }
+    }
+
+    /// The address it listens on.
+    ///
+    /// ```
+    /// # coro::block_wait(async {
+    /// let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    /// assert!(listener.local_addr().unwrap().ip().is_loopback());
+    /// # });
+    /// ```
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get_ref().local_addr()
+    }
+}
+
+impl TryFrom<std::net::TcpListener> for TcpListener {
+    type Error = io::Error;
+
+    /// Registers an existing listener (made non-blocking here).
+    ///
+    /// ```
+    /// let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let listener = coro::net::TcpListener::try_from(std_listener).unwrap();
+    /// assert!(listener.local_addr().is_ok());
+    /// ```
+    fn try_from(listener: std::net::TcpListener) -> io::Result<TcpListener> {
+        listener.set_nonblocking(true)?;
+        Ok(TcpListener {
+            inner: Evented::new(listener)?,
+        })
+    }
+}
+
+/// The stream returned by [`TcpListener::incoming`].
+///
+/// ```
+/// # coro::block_wait(async {
+/// let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// let _incoming: coro::net::Incoming<'_> = listener.incoming();
+/// # });
+/// ```
+#[derive(Debug)]
+#[must_use = "streams do nothing unless polled"]
+pub struct Incoming<'a> {
+    listener: &'a TcpListener,
+}
+
+impl Stream for Incoming<'_> {
+    type Item = io::Result<TcpStream>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.listener
+            .inner
+            .poll_read_with(cx, |l| l.accept())
+            .map(|accepted| Some(accepted.and_then(|(stream, _)| TcpStream::try_from(stream))))
+    }
+}
+
+/// A TCP connection: `futures_io`'s `AsyncRead` and `AsyncWrite` (closing shuts down the
+/// write side). [`into_split`](TcpStream::into_split) gives halves two tasks can use at once.
+///
+/// ```
+/// use futures::{AsyncReadExt, AsyncWriteExt};
+///
+/// # coro::block_wait(async {
+/// let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// let mut client = coro::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+/// let (mut server, _) = listener.accept().await.unwrap();
+/// client.write_all(b"hi").await.unwrap();
+/// client.close().await.unwrap(); // the server reads to the end
+/// let mut got = String::new();
+/// server.read_to_string(&mut got).await.unwrap();
+/// assert_eq!(got, "hi");
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct TcpStream {
+    inner: Arc<Evented<std::net::TcpStream>>,
+}
+
+impl TcpStream {
+    /// Connects to `addr` (its addresses in turn, until one connects). Cancellation-aware:
+    /// returns an error once the current task's token fires.
+    ///
+    /// ```
+    /// # coro::block_wait(async {
+    /// // Nobody listens on a port just freed: the connection is refused.
+    /// let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    /// let err = coro::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
+    /// # });
+    /// ```
+    pub async fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+        let addrs = resolve(addr).await?;
+        try_each(addrs, |addr| cancel_aware(connect_one(addr))).await
+    }
+
+    /// Splits the stream into a reading and a writing half, usable from two tasks at once.
+    ///
+    /// ```
+    /// use futures::{AsyncReadExt, AsyncWriteExt};
+    ///
+    /// # coro::block_wait(async {
+    /// let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    /// let client = coro::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+    /// let (server, _) = listener.accept().await.unwrap();
+    /// let (mut read, mut write) = client.into_split();
+    /// let writer = coro::spawn(async move { write.write_all(b"abc").await });
+    /// let (mut server_read, mut server_write) = server.into_split();
+    /// let echo = coro::spawn(async move {
+    ///     let mut buf = [0; 3];
+    ///     server_read.read_exact(&mut buf).await?;
+    ///     server_write.write_all(&buf).await
+    /// });
+    /// let mut buf = [0; 3];
+    /// read.read_exact(&mut buf).await.unwrap();
+    /// assert_eq!(&buf, b"abc");
+    /// writer.await.unwrap().unwrap();
+    /// echo.await.unwrap().unwrap();
+    /// # });
+    /// ```
+    pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
+        (
+            OwnedReadHalf {
+                inner: self.inner.clone(),
+            },
+            OwnedWriteHalf { inner: self.inner },
+        )
+    }
+
+    /// The local address.
+    ///
+    /// ```
+    /// # coro::block_wait(async {
+    /// let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    /// let client = coro::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+    /// assert!(client.local_addr().unwrap().ip().is_loopback());
+    /// # });
+    /// ```
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get_ref().local_addr()
+    }
+
+    /// The peer's address.
+    ///
+    /// ```
+    /// # coro::block_wait(async {
+    /// let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    /// let addr = listener.local_addr().unwrap();
+    /// let client = coro::net::TcpStream::connect(addr).await.unwrap();
+    /// assert_eq!(client.peer_addr().unwrap(), addr);
+    /// # });
+    /// ```
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get_ref().peer_addr()
+    }
+
+    /// Sets `TCP_NODELAY` (no Nagle delay for small writes).
+    ///
+    /// ```
+    /// # coro::block_wait(async {
+    /// let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    /// let client = coro::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+    /// client.set_nodelay(true).unwrap();
+    /// # });
+    /// ```
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.inner.get_ref().set_nodelay(on)
+    }
+}
+
+/// A non-blocking connect to `addr`, then the wait for it to finish.
+async fn connect_one(addr: SocketAddr) -> io::Result<TcpStream> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_nonblocking(true)?;
+    match socket.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(err) if in_progress(&err) => {}
+        Err(err) => return Err(err),
+    }
+    let evented = Evented::new(std::net::TcpStream::from(socket))?;
+    std::future::poll_fn(|cx| evented.poll_writable(cx)).await?;
+    if let Some(err) = evented.get_ref().take_error()? {
+        return Err(err);
+    }
+    // Writable without an error can still mean "not connected" on some systems: ask.
+    evented.get_ref().peer_addr()?;
+    Ok(TcpStream {
+        inner: Arc::new(evented),
+    })
+}
+
+/// Whether a non-blocking `connect` reports that it goes on in the background.
+pub(super) fn in_progress(err: &io::Error) -> bool {
+    err.kind() == io::ErrorKind::WouldBlock || err.raw_os_error() == Some(libc::EINPROGRESS)
+}
+
+impl TryFrom<std::net::TcpStream> for TcpStream {
+    type Error = io::Error;
+
+    /// Registers an existing, connected stream (made non-blocking here).
+    ///
+    /// ```
+    /// let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let std_stream = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    /// let stream = coro::net::TcpStream::try_from(std_stream).unwrap();
+    /// assert!(stream.peer_addr().is_ok());
+    /// ```
+    fn try_from(stream: std::net::TcpStream) -> io::Result<TcpStream> {
+        stream.set_nonblocking(true)?;
+        Ok(TcpStream {
+            inner: Arc::new(Evented::new(stream)?),
+        })
+    }
+}
+
+fn poll_read(
+    inner: &Evented<std::net::TcpStream>,
+    cx: &mut Context<'_>,
+    buf: &mut [u8],
+) -> Poll<io::Result<usize>> {
+    inner.poll_read_with(cx, |mut s| s.read(buf))
+}
+
+fn poll_write(
+    inner: &Evented<std::net::TcpStream>,
+    cx: &mut Context<'_>,
+    buf: &[u8],
+) -> Poll<io::Result<usize>> {
+    inner.poll_write_with(cx, |mut s| s.write(buf))
+}
+
+fn poll_write_vectored(
+    inner: &Evented<std::net::TcpStream>,
+    cx: &mut Context<'_>,
+    bufs: &[io::IoSlice<'_>],
+) -> Poll<io::Result<usize>> {
+    inner.poll_write_with(cx, |mut s| s.write_vectored(bufs))
+}
+
+fn shutdown_write(inner: &Evented<std::net::TcpStream>) -> Poll<io::Result<()>> {
+    Poll::Ready(match inner.get_ref().shutdown(Shutdown::Write) {
+        // Already shut down, or the peer is gone: nothing left to close.
+        Err(err) if err.kind() == io::ErrorKind::NotConnected => Ok(()),
+        other => other,
+    })
+}
+
+impl AsyncRead for TcpStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        poll_read(&self.inner, cx, buf)
+    }
+}
+
+impl AsyncWrite for TcpStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        poll_write(&self.inner, cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        poll_write_vectored(&self.inner, cx, bufs)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Writes go straight to the socket: nothing is buffered here.
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        shutdown_write(&self.inner)
+    }
+}
+
+/// The reading half of a [`TcpStream`] ([`TcpStream::into_split`]).
+///
+/// ```
+/// # coro::block_wait(async {
+/// let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// let client = coro::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+/// let (read, _write): (coro::net::OwnedReadHalf, _) = client.into_split();
+/// assert!(read.peer_addr().is_ok());
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct OwnedReadHalf {
+    inner: Arc<Evented<std::net::TcpStream>>,
+}
+
+impl OwnedReadHalf {
+    /// The peer's address.
+    ///
+    /// ```
+    /// # coro::block_wait(async {
+    /// let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    /// let addr = listener.local_addr().unwrap();
+    /// let (read, _) = coro::net::TcpStream::connect(addr).await.unwrap().into_split();
+    /// assert_eq!(read.peer_addr().unwrap(), addr);
+    /// # });
+    /// ```
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get_ref().peer_addr()
+    }
+}
+
+impl AsyncRead for OwnedReadHalf {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        poll_read(&self.inner, cx, buf)
+    }
+}
+
+/// The writing half of a [`TcpStream`] ([`TcpStream::into_split`]); closing it shuts down the
+/// write side.
+///
+/// ```
+/// # coro::block_wait(async {
+/// let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// let client = coro::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+/// let (_read, write): (_, coro::net::OwnedWriteHalf) = client.into_split();
+/// assert!(write.local_addr().is_ok());
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct OwnedWriteHalf {
+    inner: Arc<Evented<std::net::TcpStream>>,
+}
+
+impl OwnedWriteHalf {
+    /// The local address.
+    ///
+    /// ```
+    /// # coro::block_wait(async {
+    /// let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    /// let client = coro::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+    /// let (_, write) = client.into_split();
+    /// assert!(write.local_addr().unwrap().ip().is_loopback());
+    /// # });
+    /// ```
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get_ref().local_addr()
+    }
+}
+
+impl AsyncWrite for OwnedWriteHalf {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        poll_write(&self.inner, cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        poll_write_vectored(&self.inner, cx, bufs)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        shutdown_write(&self.inner)
+    }
+}
