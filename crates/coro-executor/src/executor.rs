@@ -1,11 +1,12 @@
 //! The [`Executor`] trait and [`ExecutorHandle`], the shared handle every spawn goes through.
 
-use crate::join::JoinHandle;
+use crate::join::{JoinHandle, drop_catching};
 use crate::pool::{Shared, TaskList};
 use crate::task;
 use crate::trace::TaskHeader;
 use std::fmt;
 use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 /// A task ready to be polled: run it with [`Runnable::run`](async_task::Runnable::run).
@@ -64,6 +65,13 @@ pub type Runnable = async_task::Runnable<TaskHeader>;
 pub trait Executor: Send + Sync + 'static {
     /// Runs `runnable` soon, on one of this executor's threads. Called from any thread, possibly
     /// from inside `runnable.run()` of another task; it must not block.
+    ///
+    /// A panic in it aborts nothing. When a task is spawned, it unwinds to the spawner (the task
+    /// is dropped); when a woken task is requeued, it is caught where the waker was called (the
+    /// panic hook reports it) and the task is dropped, unless this kept the runnable: its
+    /// [`JoinHandle`] resolves `Err(JoinError::Cancelled)`.
+    ///
+    /// [`JoinHandle`]: crate::JoinHandle
     fn schedule(&self, runnable: Runnable);
 }
 
@@ -183,7 +191,17 @@ impl ExecutorHandle {
                     let executor = executor.clone();
                     let schedule = move |runnable: Runnable| {
                         runnable.metadata().mark_scheduled();
-                        executor.schedule(runnable);
+                        // A user's `schedule` may panic. This runs inside wakers, some called
+                        // under async-task's abort-on-panic guard (a `JoinHandle`'s awaiter is
+                        // woken there), and unwinding out of a waker's wake leaks its reference
+                        // to the task: so the panic stops here. The runnable went with it
+                        // (dropped, the task is cancelled and its handle resolves `Cancelled`),
+                        // unless the executor kept it; the panic hook has reported the panic.
+                        let scheduled =
+                            catch_unwind(AssertUnwindSafe(|| executor.schedule(runnable)));
+                        if let Err(payload) = scheduled {
+                            drop_catching(payload);
+                        }
                     };
                     let (runnable, task) = task::build(key, make, TaskHeader::new(), schedule);
                     let header = std::ptr::NonNull::from(runnable.metadata());
@@ -192,7 +210,10 @@ impl ExecutorHandle {
                 let Ok((runnable, task)) = spawned else {
                     unreachable!("the list of other executors' tasks is never closed")
                 };
-                runnable.schedule();
+                // The first schedule goes to the executor directly, not through the function
+                // above: a panic in it reaches the spawner (the task, whose runnable went with
+                // the panic, is cancelled as `task` is dropped on the way out).
+                executor.schedule(runnable);
                 JoinHandle::new(task)
             }
         }

@@ -1,13 +1,17 @@
 //! [`JoinHandle`] and [`JoinError`]: the result side of a spawned task.
 
+use crate::loom::sync::Mutex;
 use crate::trace::TaskHeader;
 use std::any::Any;
+use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::ptr;
+use std::sync::{Arc, PoisonError};
+use std::task::{Context, Poll, RawWakerVTable, Wake, Waker};
 
 /// A panic payload, as `std::panic::catch_unwind` returns it.
 pub(crate) type Panic = Box<dyn Any + Send + 'static>;
@@ -106,6 +110,10 @@ impl std::error::Error for JoinError {}
 /// Awaiting it gives `Ok(value)`, or a [`JoinError`] if the task panicked or was dropped unfinished.
 /// Dropping the handle *detaches* the task: it keeps running and its result is discarded.
 ///
+/// The waker it is polled with may panic: in `clone` (or in `drop`, when a later poll replaces
+/// it) the poll panics, with the handle intact; in `wake` or `drop` on the thread that completes
+/// the task, the panic is caught there and reported by the panic hook.
+///
 /// ```
 /// use coro_executor::ThreadPool;
 ///
@@ -116,12 +124,16 @@ impl std::error::Error for JoinError {}
 #[must_use = "dropping a JoinHandle detaches the task; call .detach() to say so"]
 pub struct JoinHandle<T> {
     task: Option<async_task::FallibleTask<Outcome<T>, TaskHeader>>,
+    /// The awaiter's waker, relayed to async-task (see [`Awaiter`]); made by the first poll
+    /// with a waker other than the polling task's own.
+    awaiter: Option<Arc<Awaiter>>,
 }
 
 impl<T> JoinHandle<T> {
     pub(crate) fn new(task: crate::task::RawTask<T>) -> Self {
         JoinHandle {
             task: Some(task.fallible()),
+            awaiter: None,
         }
     }
 
@@ -183,16 +195,36 @@ impl<T> Future for JoinHandle<T> {
     type Output = Result<T, JoinError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let task = self
+        let this = &mut *self;
+        let task = this
             .task
             .as_mut()
             .expect("JoinHandle polled after it completed");
-        match Pin::new(task).poll(cx) {
+        if is_task_waker(cx.waker()) {
+            // The polling task's own waker runs no user code (see `TASK_WAKER`): no relay.
+            let polled = Pin::new(task).poll(cx);
+            return this.take_outcome(polled);
+        }
+        let awaiter = this.awaiter.get_or_insert_with(Default::default);
+        // Before the task sees the relay: a completion from now on wakes this waker.
+        awaiter.set(cx.waker());
+        let relay = Waker::from(awaiter.clone());
+        let polled = Pin::new(task).poll(&mut Context::from_waker(&relay));
+        this.take_outcome(polled)
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// The handle's result once async-task's poll is ready.
+    fn take_outcome(&mut self, polled: Poll<Option<Outcome<T>>>) -> Poll<Result<T, JoinError>> {
+        match polled {
             Poll::Pending => Poll::Pending,
             Poll::Ready(outcome) => {
                 // Detaching a finished task is free; clearing the slot makes a second poll a
                 // clear error rather than a hang.
                 self.task = None;
+                // The awaiter's waker is not needed any more.
+                self.awaiter = None;
                 Poll::Ready(match outcome.map(Outcome::into_inner) {
                     Some(Ok(value)) => Ok(value),
                     Some(Err(payload)) => Err(JoinError::Panicked(payload)),
@@ -208,6 +240,107 @@ impl<T> fmt::Debug for JoinHandle<T> {
         f.debug_struct("JoinHandle")
             .field("finished", &self.is_finished())
             .finish()
+    }
+}
+
+thread_local! {
+    /// The identity (data and vtable) of the waker of the task being polled on this thread,
+    /// while it is polled. A coro task's own waker runs no user code when cloned, woken or
+    /// dropped (a user executor's panicking `schedule` is caught: see `ExecutorHandle::spawn`),
+    /// so a handle polled with it, the common `handle.await` inside a task, hands it to
+    /// async-task directly instead of through an [`Awaiter`].
+    static TASK_WAKER: Cell<WakerId> = const { Cell::new((ptr::null(), ptr::null())) };
+}
+
+type WakerId = (*const (), *const RawWakerVTable);
+
+fn waker_id(waker: &Waker) -> WakerId {
+    (waker.data(), waker.vtable())
+}
+
+/// Makes `waker`, the waker a task is polled with, the current task's until the guard drops.
+#[inline]
+pub(crate) fn enter_task_waker(waker: &Waker) -> TaskWakerGuard {
+    TaskWakerGuard {
+        prev: TASK_WAKER.with(|c| c.replace(waker_id(waker))),
+    }
+}
+
+pub(crate) struct TaskWakerGuard {
+    prev: WakerId,
+}
+
+impl Drop for TaskWakerGuard {
+    #[inline]
+    fn drop(&mut self) {
+        TASK_WAKER.with(|c| c.set(self.prev));
+    }
+}
+
+/// Whether `waker` is (a clone of) the waker of the task being polled on this thread.
+fn is_task_waker(waker: &Waker) -> bool {
+    TASK_WAKER.with(|c| c.get() == waker_id(waker))
+}
+
+/// Where a [`JoinHandle`] keeps its awaiter's waker, and the waker async-task is given
+/// instead of the awaiter's own (unless the awaiter's is a coro task's own, see `TASK_WAKER`).
+///
+/// async-task clones, wakes and drops the waker a task handle is polled with under its
+/// abort-on-panic guard, and a waker is user code: a waker whose `clone`, `wake` or `drop`
+/// panicked aborted the process. The relay waker (an `Arc` of this) cannot panic. The awaiter's
+/// own waker is cloned and replaced in [`JoinHandle::poll`], where a panic reaches the poller
+/// with nothing registered half-way; it is woken and dropped here, on the thread that completes
+/// the task, catching a panic (the panic hook has reported it; nobody else could be told).
+#[derive(Default)]
+struct Awaiter {
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Awaiter {
+    /// Makes `waker` the one to wake, unless it already is. Clones the new one and drops the
+    /// old one outside the lock: both are user code, and the relay may be taking the waker
+    /// concurrently (then the new one is stored afterwards: async-task, polled next, sees the
+    /// completion and the handle is ready).
+    fn set(&self, waker: &Waker) {
+        if self.lock().as_ref().is_some_and(|w| w.will_wake(waker)) {
+            return;
+        }
+        let new = waker.clone();
+        let old = self.lock().replace(new);
+        drop(old);
+    }
+
+    fn take(&self) -> Option<Waker> {
+        self.lock().take()
+    }
+
+    fn lock(&self) -> crate::loom::sync::MutexGuard<'_, Option<Waker>> {
+        // Only this file's one-line sections touch the slot, and none can panic with it held.
+        self.waker.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Wake for Awaiter {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // Taken out of the lock first: waking may poll the handle at once (an inline executor).
+        if let Some(waker) = self.take() {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(move || waker.wake())) {
+                drop_catching(payload);
+            }
+        }
+    }
+}
+
+impl Drop for Awaiter {
+    fn drop(&mut self) {
+        // The last reference may be async-task's, dropped under its guard.
+        if let Some(waker) = self.take() {
+            drop_catching(waker);
+        }
     }
 }
 

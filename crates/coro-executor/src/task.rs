@@ -132,6 +132,7 @@ impl<F: Future> Future for Tracked<'_, F> {
         let header = this.header.expect("a finished task was polled again");
         let outcome = {
             let _running = trace::enter(header);
+            let _waker = crate::join::enter_task_waker(cx.waker());
             // SAFETY: as above; the future is not dropped yet (`header` is set).
             match unsafe { Pin::new_unchecked(&mut *this.future) }.poll(cx) {
                 Poll::Pending => return Poll::Pending,

@@ -157,10 +157,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Wakes them all, even if some panic (then the first panic is resumed afterwards).
 fn wake_all(wakers: Vec<Waker>) {
-    for waker in wakers {
-        waker.wake();
-    }
+    crate::sync::wake_each(wakers);
 }
 
 impl Shared {

@@ -170,20 +170,39 @@ impl CancelState {
 
     /// Replaces the waker of a registered `Wake` reaction. Returns false if it was already
     /// taken (cancellation is under way or done).
+    ///
+    /// The new waker is cloned, and the old one dropped, outside the lock: both are user code,
+    /// and a panic under the lock would poison it for every later user of the token.
     pub(crate) fn update_waker(&self, key: Key, waker: &Waker) -> bool {
+        let is_current = |registry: &mut Registry| match registry.slots.get_mut(key.index as usize)
+        {
+            Some(Slot {
+                generation,
+                reaction: Some(Reaction::Wake(old)),
+            }) if *generation == key.generation => Some(old.will_wake(waker)),
+            _ => None,
+        };
+        match is_current(&mut self.registry.lock().unwrap()) {
+            None => return false,
+            Some(true) => return true,
+            Some(false) => {}
+        }
+        let mut new = waker.clone();
         let mut registry = self.registry.lock().unwrap();
-        match registry.slots.get_mut(key.index as usize) {
+        // Looked up again: cancellation may have taken the reaction meanwhile.
+        let taken = match registry.slots.get_mut(key.index as usize) {
             Some(Slot {
                 generation,
                 reaction: Some(Reaction::Wake(old)),
             }) if *generation == key.generation => {
-                if !old.will_wake(waker) {
-                    old.clone_from(waker);
-                }
-                true
+                std::mem::swap(old, &mut new);
+                false
             }
-            _ => false,
-        }
+            _ => true,
+        };
+        drop(registry);
+        drop(new);
+        !taken
     }
 
     /// Removes a registration. If its callback is running on another thread right now, waits

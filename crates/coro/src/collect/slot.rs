@@ -36,6 +36,11 @@ pub(super) fn joined<T>(outcome: Option<Outcome<T>>) -> Result<T, JoinError> {
     }
 }
 
+/// Drops `value`, catching a panic in its destructor (the panic hook has reported it).
+fn drop_quietly<T>(value: T) {
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(value)));
+}
+
 /// One child: its future and frame until it finishes, then its outcome until taken. It runs in
 /// its collect's children's context, which the collect keeps (one for all of them).
 pub(super) struct Slot<F: Future> {
@@ -112,8 +117,26 @@ impl<F: Future> Slot<F> {
                 Ok(Poll::Ready(value)) => Ok(value),
                 Err(payload) => Err(payload),
             };
+            // Drops the finished future in place, catching a panic in its destructor (an
+            // assignment stores the new value even when dropping the old one unwinds): like a
+            // spawned task's, such a panic is the child's outcome, a failure; unwinding from
+            // here instead would skip the collect's bookkeeping (the failure was neither
+            // recorded nor, from a driven child, ever seen).
+            let dropped = catch_unwind(AssertUnwindSafe(|| *state = State::Empty));
+            let outcome = match (outcome, dropped) {
+                (outcome, Ok(())) => outcome,
+                (Ok(value), Err(payload)) => {
+                    // The value is lost with the child's failure; its destructor may panic too.
+                    drop_quietly(value);
+                    Err(payload)
+                }
+                // The poll's panic is the one reported.
+                (Err(payload), Err(second)) => {
+                    drop_quietly(second);
+                    Err(payload)
+                }
+            };
             let failed = !outcome.as_ref().is_ok_and(|v| !(self.is_failure)(v));
-            // Drops the finished future in place, then stores its outcome.
             *state = State::Done(outcome);
             Poll::Ready(failed)
         })

@@ -62,6 +62,8 @@ pub use shared_mutex::{
 };
 pub use shared_task::SharedTask;
 
+pub(crate) use wakers::wake_each;
+
 use std::fmt;
 
 /// [`SharedPromise::set_value`] on a promise already fulfilled.

@@ -8,6 +8,7 @@
 use super::waiters::{
     Acquired, Grantor, Key, WaitFor, WaitList, WaiterState, WakeList, set_queued,
 };
+use super::wakers::drop_unused;
 use coro_executor::loom::sync::Mutex;
 use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use std::fmt;
@@ -255,13 +256,20 @@ impl Grantor for Semaphore {
     fn acquire_or_enqueue(&self, n: usize, waker: Option<&Waker>) -> Acquired {
         let mut queue = self.lock_queue();
         let mut state = self.state.load(Acquire);
+        // The waiter's waker, cloned before `QUEUED` is set: `clone` is user code, and a panic
+        // in it with the flag up and nobody queued would keep free permits from being taken
+        // until a release.
+        let mut clone = None;
         loop {
             if state & QUEUED == 0 && state >> SHIFT >= n {
                 match self
                     .state
                     .compare_exchange_weak(state, state - (n << SHIFT), AcqRel, Acquire)
                 {
-                    Ok(_) => return Acquired::Now,
+                    Ok(_) => {
+                        drop_unused(clone);
+                        return Acquired::Now;
+                    }
                     Err(actual) => state = actual,
                 }
                 continue;
@@ -269,10 +277,14 @@ impl Grantor for Semaphore {
             let Some(waker) = waker else {
                 return Acquired::No;
             };
+            if clone.is_none() {
+                clone = Some(waker.clone());
+            }
             if !set_queued(&self.state, &mut state, QUEUED) {
                 continue;
             }
-            return Acquired::Queued(queue.push_back(n, waker.clone()));
+            let waker = clone.take().expect("cloned above");
+            return Acquired::Queued(queue.push_back(n, waker));
         }
     }
 

@@ -22,6 +22,7 @@
 use super::waiters::{
     Acquired, Grantor, Key, WaitFor, WaitList, WaiterState, WakeList, set_queued,
 };
+use super::wakers::drop_unused;
 use coro_executor::loom::sync::Mutex;
 use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use std::cell::UnsafeCell;
@@ -373,6 +374,10 @@ impl Grantor for RawSharedMutex {
     fn acquire_or_enqueue(&self, mode: Mode, waker: Option<&Waker>) -> Acquired {
         let mut queue = self.lock_queue();
         let mut state = self.state.load(Acquire);
+        // The waiter's waker, cloned before `QUEUED` is set: `clone` is user code, and a panic
+        // in it with the flag up (and a writer counted) and nobody queued would keep readers
+        // waiting behind a writer that never came.
+        let mut clone = None;
         loop {
             // Without `QUEUED`, lock-free acquirers and releasers may change the word under
             // us: every step is a compare-and-swap.
@@ -381,7 +386,10 @@ impl Grantor for RawSharedMutex {
                     .state
                     .compare_exchange_weak(state, add(state, mode), AcqRel, Acquire)
                 {
-                    Ok(_) => return Acquired::Now,
+                    Ok(_) => {
+                        drop_unused(clone);
+                        return Acquired::Now;
+                    }
                     Err(actual) => state = actual,
                 }
                 continue;
@@ -389,13 +397,17 @@ impl Grantor for RawSharedMutex {
             let Some(waker) = waker else {
                 return Acquired::No;
             };
+            if clone.is_none() {
+                clone = Some(waker.clone());
+            }
             if !set_queued(&self.state, &mut state, QUEUED) {
                 continue;
             }
             if mode == Mode::Exclusive {
                 queue.waiting_writers += 1;
             }
-            return Acquired::Queued(queue.waiters.push_back(mode, waker.clone()));
+            let waker = clone.take().expect("cloned above");
+            return Acquired::Queued(queue.waiters.push_back(mode, waker));
         }
     }
 

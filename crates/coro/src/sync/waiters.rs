@@ -232,14 +232,10 @@ impl WakeList {
         self.first.is_none()
     }
 
-    /// Wakes everyone collected. Call it with no lock held.
+    /// Wakes everyone collected, as [`wake_each`](super::wakers::wake_each) does (a panicking
+    /// waker does not keep the others asleep). Call it with no lock held.
     pub(crate) fn wake_all(self) {
-        if let Some(first) = self.first {
-            first.wake();
-        }
-        for waker in self.rest {
-            waker.wake();
-        }
+        super::wakers::wake_each(self.first.into_iter().chain(self.rest));
     }
 }
 

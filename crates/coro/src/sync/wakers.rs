@@ -12,7 +12,37 @@
 //! [`SharedPromise`]: super::SharedPromise
 //! [`Baton`]: super::Baton
 
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::task::Waker;
+
+/// Wakes every waker of `wakers`, even if some panic (a waker is user code: a user's own
+/// `Waker`, or a user `Executor`'s `schedule` behind a task's); once all are woken, the first
+/// panic is resumed in the caller, who woke them (the others are dropped: the panic hook has
+/// reported them). Stopping at the first panic would leave the waiters after it asleep for good,
+/// though they were granted what they waited for. A caller that is already unwinding drops the
+/// panic too, rather than abort the process with a second one. Call it with no lock held.
+pub(crate) fn wake_each(wakers: impl IntoIterator<Item = Waker>) {
+    let mut first_panic = None;
+    for waker in wakers {
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(move || waker.wake())) {
+            first_panic.get_or_insert(payload);
+        }
+    }
+    if let Some(payload) = first_panic {
+        if !std::thread::panicking() {
+            resume_unwind(payload);
+        }
+    }
+}
+
+/// Drops a waker cloned for a wait that then did not need it (the resource was taken at once
+/// instead), catching a panic in its destructor, which is user code: unwinding out of an
+/// acquisition that succeeded would lose what it acquired. (The panic hook has reported it.)
+pub(crate) fn drop_unused(waker: Option<Waker>) {
+    if let Some(waker) = waker {
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(waker)));
+    }
+}
 
 /// Wakers by slot, with a free list.
 #[derive(Default)]
@@ -56,10 +86,8 @@ impl WakerSlab {
         std::mem::take(self)
     }
 
-    /// Wakes every waker taken. Call it with no lock held.
+    /// Wakes every waker taken, as [`wake_each`] does. Call it with no lock held.
     pub(crate) fn wake_all(self) {
-        for waker in self.wakers.into_iter().flatten() {
-            waker.wake();
-        }
+        wake_each(self.wakers.into_iter().flatten());
     }
 }

@@ -146,7 +146,7 @@ impl<T: Send + 'static> Future for TaskWithExecutor<T> {
             Err(JoinError::Panicked(payload)) => std::panic::resume_unwind(payload),
             Err(JoinError::Cancelled) => panic!(
                 "a task scheduled on {:?} was dropped before it finished: its executor shut down \
-                 while the awaiter was waiting for it",
+                 (or its `schedule` panicked) while the awaiter was waiting for it",
                 this.executor
             ),
         }
