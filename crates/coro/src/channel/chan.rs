@@ -18,6 +18,8 @@
 //! - Closing grants every waiting send (it fails and gives its value back) and every waiting
 //!   receive with an empty slot (closed and drained: a receive only waits while the buffer is
 //!   empty).
+//! - A value handed to a waiting receive goes into that receive's own [`Handoff`], which it
+//!   reads without the lock when it runs (Go's `sudog`): one lock per message on that path.
 //! - A receive that was handed a value and then dropped before taking it gives the value back:
 //!   to the next waiting receive, or to the front of the buffer, so it is delivered exactly
 //!   once and ahead of everything sent after it. That may take the buffer past its capacity for
@@ -26,6 +28,7 @@
 //! Wakers are woken, and values dropped, only after the mutex is released: both may run user
 //! code, which may use this channel again.
 
+use super::handoff::{Handoff, HandoffPtr};
 use crate::sync::waiters::{Key, WaitList, WaiterState, WakeList};
 use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use coro_executor::loom::sync::{Mutex, MutexGuard};
@@ -51,8 +54,8 @@ struct State<T> {
     reserved: usize,
     /// Sends waiting for room (their values stay in their futures).
     send_waiters: WaitList<()>,
-    /// Receives waiting for a value, each handed one (or none, when the channel closed).
-    recv_waiters: WaitList<Option<T>>,
+    /// Receives waiting for a value, by their handoffs (see `handoff.rs`).
+    recv_waiters: WaitList<HandoffPtr<T>>,
 }
 
 /// What an attempt to send did.
@@ -130,17 +133,24 @@ impl<T> Chan<T> {
         }
     }
 
-    /// Puts `value` in the channel: into the first waiting receive's slot, else the buffer.
+    /// Puts `value` in the channel: into the first waiting receive's handoff, else the buffer.
     /// The caller has checked that it may.
     fn deliver(state: &mut State<T>, value: T, wakes: &mut WakeList) {
         match state.recv_waiters.front() {
-            Some(receiver) => {
-                // A receive waits only while the buffer is empty: hand the value over.
-                *state.recv_waiters.mode_mut(receiver) = Some(value);
-                state.recv_waiters.grant(receiver, wakes);
-            }
+            // A receive waits only while the buffer is empty: hand the value over.
+            Some(receiver) => Self::hand_over(state, receiver, Some(value), wakes),
             None => state.buffer.push_back(value),
         }
+    }
+
+    /// Grants the queued receive `receiver` `value` (`None`: closed), under the lock.
+    fn hand_over(state: &mut State<T>, receiver: Key, value: Option<T>, wakes: &mut WakeList) {
+        let handoff = state.recv_waiters.mode(receiver);
+        state.recv_waiters.dismiss(receiver, wakes);
+        // SAFETY: under the channel's lock, the receive just dismissed from the queue (so still
+        // alive: it cannot leave the queue without this lock) and not granted before (a granted
+        // receive is no longer queued); `handoff` is not touched again.
+        unsafe { handoff.grant(value) };
     }
 
     /// Sends the value in `value` now (taking it), or queues with `waker` (or reports `Full`
@@ -227,9 +237,13 @@ impl<T> Chan<T> {
         wakes.wake_all();
     }
 
-    /// Takes a value now, or queues a receive with `waker` (or reports `Empty` when there is
-    /// none).
-    pub(crate) fn start_recv(&self, waker: Option<&Waker>) -> RecvAttempt<T> {
+    /// Takes a value now, or queues the receive whose handoff is `handoff` with `waker` (or
+    /// reports `Empty` when there is none).
+    pub(crate) fn start_recv(
+        &self,
+        handoff: Option<&Handoff<T>>,
+        waker: Option<&Waker>,
+    ) -> RecvAttempt<T> {
         let mut wakes = WakeList::default();
         let attempt = {
             let mut state = self.lock();
@@ -239,9 +253,10 @@ impl<T> Chan<T> {
                 RecvAttempt::Received(value)
             } else if state.closed {
                 RecvAttempt::Closed
-            } else if let Some(waker) = waker {
+            } else if let (Some(handoff), Some(waker)) = (handoff, waker) {
                 let waker = waker.clone();
-                let key = state.recv_waiters.push_back(None, waker);
+                handoff.reset();
+                let key = state.recv_waiters.push_back(handoff.as_ptr(), waker);
                 // On a rendezvous channel a waiting receive is what a send waits for.
                 self.grant_senders(&mut state, &mut wakes);
                 RecvAttempt::Queued(key)
@@ -252,38 +267,47 @@ impl<T> Chan<T> {
         wakes.wake_all();
         attempt
     }
-    /// Whether the queued receive `key` is done: `Ready(Some(value))` when it was handed a
-    /// value, `Ready(None)` when the channel closed and drained first. Pending, it keeps `waker`.
-    pub(crate) fn poll_recv_grant(&self, key: Key, waker: &Waker) -> Poll<Option<T>> {
+
+    /// Whether the queued receive `key` (with `handoff`) is done: `Ready(Some(value))` when it
+    /// was handed a value, `Ready(None)` when the channel closed and drained first. Pending, it
+    /// keeps `waker`. A grant is seen without the lock.
+    pub(crate) fn poll_recv_grant(
+        &self,
+        key: Key,
+        handoff: &Handoff<T>,
+        waker: &Waker,
+    ) -> Poll<Option<T>> {
+        if let Some(granted) = handoff.take() {
+            return Poll::Ready(granted);
+        }
         let mut state = self.lock();
-        match state.recv_waiters.state(key) {
-            WaiterState::Granted => {
-                let value = state.recv_waiters.mode_mut(key).take();
-                state.recv_waiters.remove(key);
-                Poll::Ready(value)
-            }
-            WaiterState::Queued => {
+        // Under the lock the grant cannot change: look again, then wait.
+        match handoff.take() {
+            Some(granted) => Poll::Ready(granted),
+            None => {
                 state.recv_waiters.set_waker(key, waker);
                 Poll::Pending
             }
         }
     }
 
-    /// The queued receive `key` gives up. A value it was handed and never took goes to the next
-    /// waiting receiver or back to the front of the buffer; if no receiver is left to take it,
-    /// it is returned for the caller to drop outside the lock.
-    pub(crate) fn abandon_recv(&self, key: Key) -> Option<T> {
+    /// The queued receive `key` (with `handoff`) gives up. A value it was handed and never took
+    /// goes to the next waiting receive or back to the front of the buffer; if no receiver is
+    /// left to take it, it is returned for the caller to drop outside the lock.
+    pub(crate) fn abandon_recv(&self, key: Key, handoff: &Handoff<T>) -> Option<T> {
         let mut wakes = WakeList::default();
         let orphan = {
             let mut state = self.lock();
-            let value = state.recv_waiters.mode_mut(key).take();
-            state.recv_waiters.remove(key);
-            match value {
-                None => None,
-                Some(value) => {
+            match handoff.take() {
+                // Still queued (a grant is only made under this lock).
+                None => {
+                    state.recv_waiters.remove(key);
+                    None
+                }
+                Some(None) => None,
+                Some(Some(value)) => {
                     if let Some(next) = state.recv_waiters.front() {
-                        *state.recv_waiters.mode_mut(next) = Some(value);
-                        state.recv_waiters.grant(next, &mut wakes);
+                        Self::hand_over(&mut state, next, Some(value), &mut wakes);
                         None
                     } else if self.receivers.load(Acquire) == 0 {
                         Some(value)
@@ -314,7 +338,7 @@ impl<T> Chan<T> {
                     state.reserved += 1;
                 }
                 while let Some(receiver) = state.recv_waiters.front() {
-                    state.recv_waiters.grant(receiver, &mut wakes);
+                    Self::hand_over(&mut state, receiver, None, &mut wakes);
                 }
                 true
             }

@@ -16,6 +16,9 @@
 //!   the send either delivered (and its value is received) or failed with its value back.
 //! - `loom_channel_rendezvous`: a rendezvous send and receive on two threads meet; a dropped
 //!   receive in between does not strand the send.
+//! - `loom_channel_handoff_read_without_lock`: a queued receive polled again (reading its
+//!   handoff without the channel's lock) while a send fills it: the value arrives once, and
+//!   loom checks the handoff's cell for a racing access.
 //! - `loom_oneshot_send_races_receiver_drop`: the value is received or comes back to the
 //!   sender, never both and never neither.
 
@@ -155,5 +158,21 @@ fn loom_oneshot_send_races_receiver_drop() {
         let got = receiver.join().unwrap();
         // Received, or given back, or (dropped after the send) dropped with the receiver.
         assert!(!(got.is_some() && back.is_some()));
+    });
+}
+
+#[test]
+fn loom_channel_handoff_read_without_lock() {
+    loom::model(|| {
+        let (tx, rx) = bounded::<u32>(1);
+        let receiver = thread::spawn(move || {
+            let mut recv = pin!(rx.recv());
+            match poll_once(recv.as_mut()) {
+                Poll::Ready(value) => value.unwrap(),
+                Poll::Pending => block_on(recv).unwrap(),
+            }
+        });
+        tx.try_send(7).unwrap();
+        assert_eq!(receiver.join().unwrap(), 7);
     });
 }

@@ -44,8 +44,8 @@
 //! # });
 //! ```
 //!
-//! Layout: `chan` (the shared state and the send/receive algorithms), `sender`, `receiver`,
-//! `oneshot`, `error`.
+//! Layout: `chan` (the shared state and the send/receive algorithms), `handoff` (where a
+//! sender leaves a value for a waiting receive), `sender`, `receiver`, `oneshot`, `error`.
 //!
 //! Why not async-channel's design (a lock-free `concurrent-queue` plus `event-listener`): there a
 //! woken receiver must go back to the queue and may find its value taken by a receiver that was
@@ -55,6 +55,7 @@
 
 mod chan;
 mod error;
+mod handoff;
 pub mod oneshot;
 mod receiver;
 mod sender;

@@ -2,9 +2,11 @@
 
 use super::chan::{Chan, RecvAttempt};
 use super::error::{RecvError, TryRecvError};
+use super::handoff::Handoff;
 use crate::sync::waiters::Key;
 use coro_executor::loom::sync::Arc;
 use futures_core::Stream;
+use pin_project::{pin_project, pinned_drop};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -33,6 +35,9 @@ pub struct Receiver<T> {
     chan: Arc<Chan<T>>,
     /// The stream's receive waiting in the channel, if `poll_next` returned `Pending`.
     waiting: Option<Key>,
+    /// The stream's handoff: boxed, so that it stays put while the receiver moves; made at the
+    /// stream's first wait and reused.
+    handoff: Option<Box<Handoff<T>>>,
 }
 
 impl<T> Receiver<T> {
@@ -40,6 +45,7 @@ impl<T> Receiver<T> {
         Receiver {
             chan,
             waiting: None,
+            handoff: None,
         }
     }
 
@@ -63,6 +69,7 @@ impl<T> Receiver<T> {
             chan: &self.chan,
             key: None,
             done: false,
+            handoff: Handoff::new(),
         }
     }
 
@@ -82,7 +89,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.try_recv(), Err(TryRecvError::Closed));
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        match self.chan.start_recv(None) {
+        match self.chan.start_recv(None, None) {
             RecvAttempt::Received(value) => Ok(value),
             RecvAttempt::Empty => Err(TryRecvError::Empty),
             RecvAttempt::Closed => Err(TryRecvError::Closed),
@@ -156,8 +163,8 @@ impl<T> Clone for Receiver<T> {
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
-        if let Some(key) = self.waiting.take() {
-            drop(self.chan.abandon_recv(key));
+        if let (Some(key), Some(handoff)) = (self.waiting.take(), &self.handoff) {
+            drop(self.chan.abandon_recv(key, handoff));
         }
         self.chan.drop_receiver();
     }
@@ -173,16 +180,22 @@ impl<T> fmt::Debug for Receiver<T> {
     }
 }
 
-/// One step of a receive: takes a value, or queues (`*key` set) and waits for one.
-fn poll_recv<T>(chan: &Chan<T>, key: &mut Option<Key>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+/// One step of a receive: takes a value, or queues (`*key` set) with `handoff` and waits for
+/// one. `handoff` stays at its address while `*key` is set.
+fn poll_recv<T>(
+    chan: &Chan<T>,
+    key: &mut Option<Key>,
+    handoff: &Handoff<T>,
+    cx: &mut Context<'_>,
+) -> Poll<Option<T>> {
     if let Some(queued) = *key {
-        let polled = chan.poll_recv_grant(queued, cx.waker());
+        let polled = chan.poll_recv_grant(queued, handoff, cx.waker());
         if polled.is_ready() {
             *key = None;
         }
         return polled;
     }
-    match chan.start_recv(Some(cx.waker())) {
+    match chan.start_recv(Some(handoff), Some(cx.waker())) {
         RecvAttempt::Received(value) => Poll::Ready(Some(value)),
         RecvAttempt::Closed => Poll::Ready(None),
         RecvAttempt::Queued(queued) => {
@@ -198,7 +211,8 @@ impl<T> Stream for Receiver<T> {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
         let this = &mut *self;
-        poll_recv(&this.chan, &mut this.waiting, cx)
+        let handoff = this.handoff.get_or_insert_with(|| Box::new(Handoff::new()));
+        poll_recv(&this.chan, &mut this.waiting, handoff, cx)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -215,39 +229,43 @@ impl<T> Stream for Receiver<T> {
 /// assert_eq!(coro::block_wait(recv), Ok(5));
 /// ```
 #[must_use = "futures do nothing unless awaited"]
+#[pin_project(PinnedDrop)]
 pub struct RecvFuture<'a, T> {
     chan: &'a Chan<T>,
     /// Set while queued in the channel.
     key: Option<Key>,
     done: bool,
+    /// Where a sender leaves the value while this receive waits: pinned, since the channel's
+    /// queue points at it.
+    #[pin]
+    handoff: Handoff<T>,
 }
-
-// The future never pins anything.
-impl<T> Unpin for RecvFuture<'_, T> {}
 
 impl<T> Future for RecvFuture<'_, T> {
     type Output = Result<T, RecvError>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
         assert!(
-            !this.done,
+            !*this.done,
             "a coro::channel receive future was polled after it completed"
         );
-        let polled = poll_recv(this.chan, &mut this.key, cx);
+        let polled = poll_recv(this.chan, this.key, this.handoff.as_ref().get_ref(), cx);
         if polled.is_ready() {
-            this.done = true;
+            *this.done = true;
         }
         polled.map(|value| value.ok_or(RecvError))
     }
 }
 
-impl<T> Drop for RecvFuture<'_, T> {
-    fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
+#[pinned_drop]
+impl<T> PinnedDrop for RecvFuture<'_, T> {
+    fn drop(self: Pin<&mut Self>) {
+        let this = self.project();
+        if let Some(key) = this.key.take() {
             // A value handed to this receive goes back into the channel; one that cannot (no
             // receiver is left) is dropped here, outside the channel's lock.
-            drop(self.chan.abandon_recv(key));
+            drop(this.chan.abandon_recv(key, this.handoff.as_ref().get_ref()));
         }
     }
 }

@@ -146,11 +146,6 @@ impl<M> WaitList<M> {
         self.slots[key.0 as usize].mode
     }
 
-    /// The waiter's mode, to change: a channel keeps the value a waiter sends or receives here.
-    pub(crate) fn mode_mut(&mut self, key: Key) -> &mut M {
-        &mut self.slots[key.0 as usize].mode
-    }
-
     /// Where the waiter stands.
     pub(crate) fn state(&self, key: Key) -> WaiterState {
         self.slots[key.0 as usize]
@@ -167,6 +162,17 @@ impl<M> WaitList<M> {
         if let Some(waker) = slot.waker.take() {
             wakes.push(waker);
         }
+    }
+
+    /// Takes a queued waiter off the queue and frees its slot, its waker going to `wakes`: for
+    /// a waiter told of its grant some other way (a channel hands the value to the receive's
+    /// own slot), which therefore never looks at the list again.
+    pub(crate) fn dismiss(&mut self, key: Key, wakes: &mut WakeList) {
+        debug_assert_eq!(self.state(key), WaiterState::Queued);
+        if let Some(waker) = self.slots[key.0 as usize].waker.take() {
+            wakes.push(waker);
+        }
+        self.remove(key);
     }
 
     /// Stores the waker of a still-queued waiter that was polled again.
