@@ -511,3 +511,39 @@ async fn select_over_channels_loses_no_value() {
     assert_eq!(outcome, "timed out");
     assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
 }
+
+/// A value handed to a waiting receive that is then dropped comes back to the channel: until
+/// it is taken, the channel is not drained, even once closed. Another receive must not report
+/// "closed and drained" meanwhile (the value would be left behind by consumers that stopped).
+#[test]
+fn closed_is_not_drained_while_a_handed_value_is_untaken() {
+    for cap in [0, 1, 4] {
+        let (tx, rx) = channel::bounded(cap);
+        let rx2 = rx.clone();
+        {
+            let mut r1 = Box::pin(rx.recv());
+            assert!(poll_once(r1.as_mut()).is_pending());
+            tx.try_send(9).unwrap(); // handed to r1
+            drop(tx); // closed
+            let mut r2 = pin!(rx2.recv());
+            assert!(
+                poll_once(r2.as_mut()).is_pending(),
+                "capacity {cap}: a value is still in flight"
+            );
+            // r1 goes away without taking it: it goes to r2, still waiting.
+            drop(r1);
+            assert_eq!(poll_once(r2.as_mut()), Poll::Ready(Ok(9)), "capacity {cap}");
+        }
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Closed), "capacity {cap}");
+        // And once the value is taken, waiting receives learn the channel is drained.
+        let (tx, rx) = channel::bounded::<u8>(cap);
+        let mut r1 = pin!(rx.recv());
+        let mut r2 = pin!(rx.recv());
+        assert!(poll_once(r1.as_mut()).is_pending());
+        tx.try_send(1).unwrap();
+        drop(tx);
+        assert!(poll_once(r2.as_mut()).is_pending());
+        assert_eq!(poll_once(r1.as_mut()), Poll::Ready(Ok(1)));
+        assert_eq!(poll_once(r2.as_mut()), Poll::Ready(Err(RecvError)));
+    }
+}

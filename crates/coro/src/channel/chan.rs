@@ -17,7 +17,9 @@
 //!   `select!`), and a granted send that is dropped passes its grant to the next one.
 //! - Closing grants every waiting send (it fails and gives its value back) and every waiting
 //!   receive with an empty slot (closed and drained: a receive only waits while the buffer is
-//!   empty).
+//!   empty), but only once no value handed to a receive is still untaken: such a value comes
+//!   back to the channel if its receive is dropped, so until it is taken the channel is not
+//!   drained, and a receive that finds it closed and empty waits too.
 //! - A value handed to a waiting receive goes into that receive's own [`Handoff`], which it
 //!   reads without the lock when it runs (Go's `sudog`): one lock per message on that path.
 //! - A receive that was handed a value and then dropped before taking it gives the value back:
@@ -44,7 +46,17 @@ pub(crate) struct Chan<T> {
     senders: AtomicUsize,
     /// Live `Receiver` handles; the last one to go closes the channel and drops what is buffered.
     receivers: AtomicUsize,
+    /// The number of values handed to waiting receives and not taken yet, with [`CLOSED`] set
+    /// once the channel is closed: one word, so that the close and the taking of the last value
+    /// in flight are ordered by their read-modify-writes alone. While a value is in flight the
+    /// channel is not drained: a receive that finds it closed and empty waits instead of
+    /// reporting `Closed` (the value may come back, if its receive is dropped), and the close
+    /// releases waiting receives only once nothing is in flight (see `value_taken`).
+    in_flight: AtomicUsize,
 }
+
+/// The closed bit of `Chan::in_flight`.
+const CLOSED: usize = 1 << (usize::BITS - 1);
 
 struct State<T> {
     buffer: VecDeque<T>,
@@ -96,6 +108,7 @@ impl<T> Chan<T> {
             capacity,
             senders: AtomicUsize::new(1),
             receivers: AtomicUsize::new(1),
+            in_flight: AtomicUsize::new(0),
         }
     }
 
@@ -135,16 +148,25 @@ impl<T> Chan<T> {
 
     /// Puts `value` in the channel: into the first waiting receive's handoff, else the buffer.
     /// The caller has checked that it may.
-    fn deliver(state: &mut State<T>, value: T, wakes: &mut WakeList) {
+    fn deliver(&self, state: &mut State<T>, value: T, wakes: &mut WakeList) {
         match state.recv_waiters.front() {
             // A receive waits only while the buffer is empty: hand the value over.
-            Some(receiver) => Self::hand_over(state, receiver, Some(value), wakes),
+            Some(receiver) => self.hand_over(state, receiver, Some(value), wakes),
             None => state.buffer.push_back(value),
         }
     }
 
     /// Grants the queued receive `receiver` `value` (`None`: closed), under the lock.
-    fn hand_over(state: &mut State<T>, receiver: Key, value: Option<T>, wakes: &mut WakeList) {
+    fn hand_over(
+        &self,
+        state: &mut State<T>,
+        receiver: Key,
+        value: Option<T>,
+        wakes: &mut WakeList,
+    ) {
+        if value.is_some() {
+            self.in_flight.fetch_add(1, AcqRel);
+        }
         let handoff = state.recv_waiters.mode(receiver);
         state.recv_waiters.dismiss(receiver, wakes);
         // SAFETY: under the channel's lock, the receive just dismissed from the queue (so still
@@ -171,7 +193,7 @@ impl<T> Chan<T> {
                 SendAttempt::Closed
             } else if now {
                 let value = value.take().expect("a coro::channel send without a value");
-                Self::deliver(&mut state, value, &mut wakes);
+                self.deliver(&mut state, value, &mut wakes);
                 SendAttempt::Sent
             } else if let Some(waker) = waker {
                 let waker = waker.clone();
@@ -213,7 +235,7 @@ impl<T> Chan<T> {
                         Poll::Pending
                     } else {
                         let value = value.take().expect("a coro::channel send without a value");
-                        Self::deliver(&mut state, value, &mut wakes);
+                        self.deliver(&mut state, value, &mut wakes);
                         Poll::Ready(Ok(()))
                     }
                 }
@@ -251,7 +273,7 @@ impl<T> Chan<T> {
                 // Room was made for a waiting send.
                 self.grant_senders(&mut state, &mut wakes);
                 RecvAttempt::Received(value)
-            } else if state.closed {
+            } else if state.closed && self.in_flight.load(Acquire) & !CLOSED == 0 {
                 RecvAttempt::Closed
             } else if let (Some(handoff), Some(waker)) = (handoff, waker) {
                 let waker = waker.clone();
@@ -278,15 +300,50 @@ impl<T> Chan<T> {
         waker: &Waker,
     ) -> Poll<Option<T>> {
         if let Some(granted) = handoff.take() {
+            if granted.is_some() {
+                self.value_taken();
+            }
             return Poll::Ready(granted);
         }
-        let mut state = self.lock();
-        // Under the lock the grant cannot change: look again, then wait.
-        match handoff.take() {
-            Some(granted) => Poll::Ready(granted),
-            None => {
-                state.recv_waiters.set_waker(key, waker);
-                Poll::Pending
+        let polled = {
+            let mut state = self.lock();
+            // Under the lock the grant cannot change: look again, then wait.
+            match handoff.take() {
+                Some(granted) => Poll::Ready(granted),
+                None => {
+                    state.recv_waiters.set_waker(key, waker);
+                    Poll::Pending
+                }
+            }
+        };
+        if let Poll::Ready(Some(_)) = &polled {
+            self.value_taken();
+        }
+        polled
+    }
+
+    /// A value handed to a receive was taken. If it was the last one in flight on a closed
+    /// channel, the receives that waited for it to settle learn that the channel is drained.
+    fn value_taken(&self) {
+        // One read-modify-write on the word the close sets its bit in: either this takes the
+        // last value after the close (and releases the waiting receives), or the close comes
+        // after it and finds nothing in flight.
+        if self.in_flight.fetch_sub(1, AcqRel) == CLOSED | 1 {
+            let mut wakes = WakeList::default();
+            {
+                let mut state = self.lock();
+                self.release_if_drained(&mut state, &mut wakes);
+            }
+            wakes.wake_all();
+        }
+    }
+
+    /// On a closed channel with nothing buffered or in flight, grants every waiting receive
+    /// "closed".
+    fn release_if_drained(&self, state: &mut State<T>, wakes: &mut WakeList) {
+        if state.closed && state.buffer.is_empty() && self.in_flight.load(Acquire) & !CLOSED == 0 {
+            while let Some(receiver) = state.recv_waiters.front() {
+                self.hand_over(state, receiver, None, wakes);
             }
         }
     }
@@ -306,8 +363,11 @@ impl<T> Chan<T> {
                 }
                 Some(None) => None,
                 Some(Some(value)) => {
+                    // No longer in flight: it goes to the next waiting receive (in flight
+                    // again), back to the buffer, or nowhere.
+                    self.in_flight.fetch_sub(1, AcqRel);
                     if let Some(next) = state.recv_waiters.front() {
-                        Self::hand_over(&mut state, next, Some(value), &mut wakes);
+                        self.hand_over(&mut state, next, Some(value), &mut wakes);
                         None
                     } else if self.receivers.load(Acquire) == 0 {
                         Some(value)
@@ -332,14 +392,15 @@ impl<T> Chan<T> {
                 false
             } else {
                 state.closed = true;
+                self.in_flight.fetch_or(CLOSED, AcqRel);
                 while let Some(sender) = state.send_waiters.front() {
                     // Granted to learn of the close; counted like any grant until it does.
                     state.send_waiters.grant(sender, &mut wakes);
                     state.reserved += 1;
                 }
-                while let Some(receiver) = state.recv_waiters.front() {
-                    Self::hand_over(&mut state, receiver, None, &mut wakes);
-                }
+                // Receives wait only while nothing is buffered; if a value is still in flight
+                // they wait for it to be taken (or given back to one of them).
+                self.release_if_drained(&mut state, &mut wakes);
                 true
             }
         };

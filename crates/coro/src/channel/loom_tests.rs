@@ -19,6 +19,10 @@
 //! - `loom_channel_handoff_read_without_lock`: a queued receive polled again (reading its
 //!   handoff without the channel's lock) while a send fills it: the value arrives once, and
 //!   loom checks the handoff's cell for a racing access.
+//! - `loom_channel_close_races_taking_a_handed_value`: the channel closes while a value handed
+//!   to one receive is being taken on another thread and a second receive waits: the first gets
+//!   the value, the second learns the channel is drained (it never hangs, and never reports it
+//!   while the value could still come back).
 //! - `loom_oneshot_send_races_receiver_drop`: the value is received or comes back to the
 //!   sender, never both and never neither.
 
@@ -175,4 +179,30 @@ fn loom_channel_handoff_read_without_lock() {
         tx.try_send(7).unwrap();
         assert_eq!(receiver.join().unwrap(), 7);
     });
+}
+
+#[test]
+fn loom_channel_close_races_taking_a_handed_value() {
+    loom::model(|| {
+        let (tx, rx) = bounded::<u32>(1);
+        let rx = Arc::new(rx);
+        let mut first = Box::pin(rx_recv_owned(rx.clone()));
+        assert!(poll_once(first.as_mut()).is_pending());
+        tx.try_send(5).unwrap(); // handed to `first`
+        let taker = thread::spawn(move || block_on(first));
+        let mut second = Box::pin(rx_recv_owned(rx.clone()));
+        let early = poll_once(second.as_mut());
+        drop(tx); // closes
+        let second = match early {
+            Poll::Ready(result) => result,
+            Poll::Pending => block_on(second),
+        };
+        assert_eq!(taker.join().unwrap(), Ok(5));
+        assert_eq!(second, Err(RecvError));
+    });
+}
+
+/// A receive that owns its receiver, so that it can move to another thread.
+async fn rx_recv_owned(rx: Arc<super::Receiver<u32>>) -> Result<u32, RecvError> {
+    rx.recv().await
 }
