@@ -348,3 +348,77 @@ fn destructor_spawning_during_shutdown_neither_hangs_nor_leaks() {
     std::thread::sleep(Duration::from_millis(20));
     assert_eq!(dropped.load(SeqCst), PARENTS * (DEPTH + 1));
 }
+
+/// A task whose destructor, run by the pool's shutdown, wakes another task while holding a lock
+/// that the other task's destructor takes (h2 wakes its streams under its streams mutex when a
+/// connection is dropped): the other task is dropped after the lock is released, not inside the
+/// wake, and shutdown completes.
+#[test]
+fn a_destructor_that_wakes_a_task_under_a_lock_the_task_drop_takes_does_not_deadlock() {
+    use std::sync::{Arc, Mutex};
+    use std::task::{Poll, Waker};
+
+    struct Connection {
+        lock: Arc<Mutex<()>>,
+        stream: Arc<Mutex<Option<Waker>>>,
+    }
+    impl Drop for Connection {
+        fn drop(&mut self) {
+            let _held = self.lock.lock().unwrap();
+            if let Some(waker) = self.stream.lock().unwrap().take() {
+                waker.wake();
+            }
+        }
+    }
+    struct Stream(Arc<Mutex<()>>);
+    impl Drop for Stream {
+        fn drop(&mut self) {
+            drop(self.0.lock().unwrap());
+        }
+    }
+
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for round in 0..20 {
+            let pool = coro_executor::ThreadPool::new(2).unwrap();
+            let lock = Arc::new(Mutex::new(()));
+            let stream_waker = Arc::new(Mutex::new(None::<Waker>));
+            let stream = Stream(lock.clone());
+            let registered = stream_waker.clone();
+            let connection = Connection {
+                lock,
+                stream: stream_waker,
+            };
+            // Either may be dropped first; half the rounds spawn the connection first.
+            let spawn_connection = || {
+                drop(pool.spawn(async move {
+                    let _connection = connection;
+                    std::future::pending::<()>().await
+                }))
+            };
+            let spawn_stream = || {
+                drop(pool.spawn(async move {
+                    let _stream = stream;
+                    std::future::poll_fn(|cx| {
+                        *registered.lock().unwrap() = Some(cx.waker().clone());
+                        Poll::<()>::Pending
+                    })
+                    .await
+                }))
+            };
+            if round % 2 == 0 {
+                spawn_connection();
+                spawn_stream();
+            } else {
+                spawn_stream();
+                spawn_connection();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            pool.shutdown();
+        }
+        done_tx.send(()).unwrap();
+    });
+    done_rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("shutdown deadlocked: a task was dropped inside a wake under its own lock");
+}

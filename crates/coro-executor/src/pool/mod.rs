@@ -24,6 +24,7 @@ mod monitor;
 mod offer;
 mod park;
 pub(crate) mod queue;
+mod reaper;
 mod shared;
 mod stall;
 mod tasks;

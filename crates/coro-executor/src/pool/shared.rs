@@ -337,8 +337,9 @@ impl Shared {
             Ok(()) => {
                 self.notify_parked();
             }
-            // Closed by shutdown: dropping the runnable drops the task, exactly once.
-            Err(closed) => drop(closed.into_inner()),
+            // Closed by shutdown: dropping the runnable drops the task, exactly once (not
+            // inside this wake, see `reaper.rs`).
+            Err(closed) => super::reaper::drop_closed(closed.into_inner()),
         }
     }
 
@@ -416,11 +417,14 @@ impl Shared {
         for remote in self.remotes.iter() {
             drop(remote.take_next());
         }
-        for waker in self.tasks.close() {
-            // The task is idle (or mid-flight elsewhere): waking hands it to `schedule`, which
-            // finds the pool closed and drops it.
-            waker.wake();
-        }
+        let wakers = self.tasks.close();
+        super::reaper::dropping_inline(|| {
+            for waker in wakers {
+                // The task is idle (or mid-flight elsewhere): waking hands it to `schedule`,
+                // which finds the pool closed and drops it, here.
+                waker.wake();
+            }
+        });
         self.blocking.shutdown();
     }
 }
