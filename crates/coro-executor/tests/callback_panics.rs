@@ -238,7 +238,9 @@ fn a_join_handles_waker_whose_wake_panics_is_reported_and_the_worker_survives() 
     drop(waker);
     // The hook reports the panic before the worker's unwinding releases the waker's reference:
     // wait for the release, bounded (a leak fails).
-    wait_until("every waker reference to be released", || faulty.live() == 0);
+    wait_until("every waker reference to be released", || {
+        faulty.live() == 0
+    });
     still_serves(&pool);
 }
 
