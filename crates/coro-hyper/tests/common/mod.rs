@@ -1,0 +1,193 @@
+//! What the integration tests share: a test app, a running server, clients, raw sockets.
+
+#![allow(dead_code)] // each test binary uses its own part
+
+use coro::JoinHandle;
+use coro::cancel::CancellationSource;
+use coro::net::{TcpListener, TcpStream};
+use coro_hyper::{CoroExecutor, CoroIo, Serve, serve};
+use futures::{AsyncReadExt, AsyncWriteExt};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::client::conn::{http1, http2};
+use hyper::service::Service;
+use hyper::{Request, Response, StatusCode};
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+/// Aborts the test process if it is still running after two minutes: a safety net for hangs
+/// that the tests' own time bounds cannot catch (a deadlock while a failed test tears its pool
+/// down). Each test calls it first; the first call starts the clock.
+pub fn watchdog() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        std::thread::spawn(|| {
+            std::thread::sleep(Duration::from_secs(120));
+            eprintln!("a coro-hyper test binary ran for over 120 s: hung, aborting");
+            std::process::abort();
+        });
+    });
+}
+
+/// How long the `/slow` handler takes.
+pub const SLOW: Duration = Duration::from_millis(400);
+
+/// The test app: `/slow` (answers after [`SLOW`]), `/panic`, `/echo` (the request body back),
+/// anything else `hello <path>`. Each request's path is sent on `started` when its handler starts.
+#[derive(Clone)]
+pub struct App {
+    started: coro::channel::Sender<String>,
+}
+
+impl Service<Request<Incoming>> for App {
+    type Response = Response<Full<Bytes>>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        let started = self.started.clone();
+        Box::pin(async move {
+            let path = req.uri().path().to_owned();
+            let _ = started.try_send(path.clone());
+            let body = match path.as_str() {
+                "/slow" => {
+                    coro::time::sleep(SLOW)
+                        .await
+                        .expect("the slow handler was cancelled");
+                    Bytes::from("slow done")
+                }
+                "/panic" => panic!("the /panic handler panics on purpose"),
+                "/echo" => req.into_body().collect().await.unwrap().to_bytes(),
+                _ => Bytes::from(format!("hello {path}")),
+            };
+            Ok(Response::new(Full::new(body)))
+        })
+    }
+}
+
+/// A server running the [`App`] in a task of its own, shut down gracefully by [`Server::stop`].
+pub struct Server {
+    pub addr: SocketAddr,
+    /// The paths of the requests whose handler has started, in order.
+    pub started: coro::channel::Receiver<String>,
+    stop: CancellationSource,
+    pub task: JoinHandle<io::Result<()>>,
+}
+
+impl Server {
+    /// Starts the app on a free loopback port, after `setup` has configured it.
+    pub async fn start(setup: impl FnOnce(Serve<App>) -> Serve<App>) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, started) = coro::channel::unbounded();
+        let stop = CancellationSource::new();
+        let server = setup(serve(listener, App { started: tx }));
+        let task = coro::spawn(server.with_graceful_shutdown(stop.token().cancelled()));
+        Server {
+            addr,
+            started,
+            stop,
+            task,
+        }
+    }
+
+    /// Signals the graceful shutdown (the server task goes on until it has drained).
+    pub fn signal_stop(&self) {
+        self.stop.request_cancellation();
+    }
+
+    /// Signals the graceful shutdown and waits for the server, which must return `Ok`.
+    pub async fn stop(self) {
+        self.signal_stop();
+        within(Duration::from_secs(5), self.task)
+            .await
+            .expect("the server task panicked")
+            .expect("serve returned an error");
+    }
+}
+
+/// `fut`'s output, or a panic naming the bound if it takes longer than `limit`.
+pub async fn within<F: std::future::IntoFuture>(limit: Duration, fut: F) -> F::Output {
+    match coro::time::timeout(limit, fut).await {
+        Ok(output) => output,
+        Err(_) => panic!("took longer than {limit:?}"),
+    }
+}
+
+/// An HTTP/1.1 client connection to `addr`; its connection task is returned too.
+pub async fn http1_client(
+    addr: SocketAddr,
+) -> (
+    http1::SendRequest<Empty<Bytes>>,
+    JoinHandle<hyper::Result<()>>,
+) {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (sender, conn) = http1::handshake(CoroIo::new(stream)).await.unwrap();
+    (sender, coro::spawn(conn))
+}
+
+/// An HTTP/2 (prior knowledge) client connection to `addr`.
+pub async fn http2_client(
+    addr: SocketAddr,
+) -> (
+    http2::SendRequest<Empty<Bytes>>,
+    JoinHandle<hyper::Result<()>>,
+) {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (sender, conn) = http2::handshake(CoroExecutor, CoroIo::new(stream))
+        .await
+        .unwrap();
+    (sender, coro::spawn(conn))
+}
+
+/// A GET request for `path`.
+pub fn get(path: &str) -> Request<Empty<Bytes>> {
+    Request::get(path)
+        .header(hyper::header::HOST, "test")
+        .body(Empty::new())
+        .unwrap()
+}
+
+/// The status and body of a response.
+pub async fn read(response: Response<Incoming>) -> (StatusCode, String) {
+    let status = response.status();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8(body.to_vec()).unwrap())
+}
+
+/// One GET on a fresh HTTP/1.1 connection, which is then dropped.
+pub async fn get_once(addr: SocketAddr, path: &str) -> (StatusCode, String) {
+    let (mut sender, _conn) = http1_client(addr).await;
+    read(sender.send_request(get(path)).await.unwrap()).await
+}
+
+/// Reads `stream` until the peer closes it (or resets it, which counts as closed), within
+/// `limit`; returns what was read and how long it took.
+pub async fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> (Vec<u8>, Duration) {
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0; 4096];
+    within(limit, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(err) if err.kind() == io::ErrorKind::ConnectionReset => break,
+                Err(err) => panic!("reading from the server failed: {err}"),
+            }
+        }
+    })
+    .await;
+    (got, start.elapsed())
+}
+
+/// A raw connection that has sent `bytes`.
+pub async fn raw(addr: SocketAddr, bytes: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(bytes).await.unwrap();
+    stream
+}
