@@ -334,43 +334,6 @@ fn shutdown_write(inner: &Evented<std::net::TcpStream>) -> Poll<io::Result<()>> 
     })
 }
 
-impl AsyncRead for TcpStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut [u8],
-    ) -> Poll<io::Result<usize>> {
-        poll_read(&self.inner, cx, buf)
-    }
-}
-
-impl AsyncWrite for TcpStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        poll_write(&self.inner, cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        poll_write_vectored(&self.inner, cx, bufs)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Writes go straight to the socket: nothing is buffered here.
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        shutdown_write(&self.inner)
-    }
-}
-
 /// The reading half of a [`TcpStream`] ([`TcpStream::into_split`]).
 ///
 /// ```
@@ -399,16 +362,6 @@ impl OwnedReadHalf {
     /// ```
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.inner.get_ref().peer_addr()
-    }
-}
-
-impl AsyncRead for OwnedReadHalf {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut [u8],
-    ) -> Poll<io::Result<usize>> {
-        poll_read(&self.inner, cx, buf)
     }
 }
 
@@ -444,28 +397,54 @@ impl OwnedWriteHalf {
     }
 }
 
-impl AsyncWrite for OwnedWriteHalf {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        poll_write(&self.inner, cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        poll_write_vectored(&self.inner, cx, bufs)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        shutdown_write(&self.inner)
-    }
+/// `AsyncRead` for a type whose `inner` is the shared `Evented` stream.
+macro_rules! impl_async_read {
+    ($ty:ty) => {
+        impl AsyncRead for $ty {
+            fn poll_read(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &mut [u8],
+            ) -> Poll<io::Result<usize>> {
+                poll_read(&self.inner, cx, buf)
+            }
+        }
+    };
 }
+
+/// `AsyncWrite` for a type whose `inner` is the shared `Evented` stream: writes go straight to
+/// the socket (nothing is buffered, so flushing is a no-op), closing shuts down the write side.
+macro_rules! impl_async_write {
+    ($ty:ty) => {
+        impl AsyncWrite for $ty {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                poll_write(&self.inner, cx, buf)
+            }
+
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[io::IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                poll_write_vectored(&self.inner, cx, bufs)
+            }
+
+            fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
+
+            fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+                shutdown_write(&self.inner)
+            }
+        }
+    };
+}
+
+impl_async_read!(TcpStream);
+impl_async_write!(TcpStream);
+impl_async_read!(OwnedReadHalf);
+impl_async_write!(OwnedWriteHalf);
