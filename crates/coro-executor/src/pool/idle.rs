@@ -177,6 +177,7 @@ impl Idle {
     /// their tasks): takes it off the sleepers as awake and not searching. Returns `None` if a
     /// notifier had already chosen it (it then counts as searching, see `unpark_confirmed`),
     /// else whether the monitor sleeps and must be woken (as `worker_to_notify` reports).
+    #[cfg_attr(any(loom, shuttle), allow(dead_code))]
     pub(crate) fn unpark_self(&self, index: usize) -> Option<bool> {
         let mut sleepers = self.sleepers.lock().unwrap();
         let at = sleepers.parked.iter().position(|&i| i == index)?;

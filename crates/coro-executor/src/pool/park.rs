@@ -73,6 +73,7 @@ impl Parker {
     /// once if a token is waiting. Unlike [`park`](Self::park) it may return without an unpark
     /// (the poll returned on IO readiness or by itself); a token that arrives during the poll
     /// is consumed on the way out.
+    #[cfg_attr(any(loom, shuttle), allow(dead_code))]
     pub(crate) fn park_polling(&self, poll: impl FnOnce()) {
         match self
             .state

@@ -415,6 +415,8 @@ impl Worker {
         }
         let mut poll = poll;
         loop {
+            // Set only by the OS poll, which the models leave out.
+            #[cfg_attr(any(loom, shuttle), allow(unused_mut))]
             let mut woke_itself = false;
             match poll.take() {
                 #[cfg(not(any(loom, shuttle)))]
