@@ -183,7 +183,7 @@ pub(crate) struct Options {
 impl Shared {
     /// The shared state of a pool whose workers are `remotes` (no spare slots: no helper can
     /// start), with the default handoff threshold: for the loom and shuttle models.
-    #[cfg(any(loom, shuttle))]
+    #[cfg(all(test, any(loom, shuttle)))]
     pub(crate) fn new(remotes: Box<[Remote]>, blocking: BlockingPool) -> Shared {
         let workers = remotes.len();
         let options = Options {
