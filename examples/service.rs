@@ -1,25 +1,33 @@
-//! A small HTTP service on coro, driven by its own load generator.
+//! A small HTTP service on coro and hyper, driven by its own load generator.
 //!
 //! `GET /user/{id}` computes a page as a DAG of tasks (profile, friends, and a feed that needs
 //! the friends) under a 100 ms deadline (`?slow=1` makes the feed miss it: 504). Profiles are
 //! cached behind a fair shared mutex, concurrent misses share one backend call, and stale
 //! entries are refreshed in a bounded background scope. `GET /debug/tasks` dumps every live
-//! task; `GET /metrics` shows the counters and the pool's metrics. The server is in
-//! `service/server.rs`.
+//! task; `GET /metrics` shows the counters and the pool's metrics. hyper does the HTTP (through
+//! `coro_hyper::serve` on `coro::net`), coro the DAG; the server is in `service/server.rs`.
+//!
+//! The load generator is hyper's HTTP/1.1 client over `coro::net::TcpStream`: N keep-alive
+//! connections sending requests back to back for D seconds, on a pool of their own (the server
+//! runs on coro's default pool). It prints requests/s and latency percentiles, shuts the
+//! server down gracefully and exits 0.
 //!
 //! ```text
 //! cargo run --release --example service                 # 3 s load run on loopback, then a report
 //! cargo run --release --example service -- --duration 5 --concurrency 64
-//! cargo run --release --example service -- --serve 127.0.0.1:8080   # then curl it
+//! cargo run --release --example service -- --serve 127.0.0.1:8080   # then curl or wrk it
 //! ```
 
 #[path = "service/server.rs"]
 mod server;
 
-use async_net::TcpStream;
 use coro::Task;
 use coro::time::timeout;
-use futures::{AsyncReadExt, AsyncWriteExt};
+use coro_hyper::CoroIo;
+use coro_hyper::hyper::body::Bytes;
+use coro_hyper::hyper::client::conn::http1::{self, SendRequest};
+use coro_hyper::hyper::{Request, header};
+use http_body_util::{BodyExt, Empty};
 use server::{Config, Server};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -101,7 +109,7 @@ async fn main() {
         .expect("bind a loopback port");
     let addr = server.addr();
     println!(
-        "load: {} connections for {:?} against http://{addr}",
+        "load: {} keep-alive connections (hyper's HTTP/1.1 client) for {:?} against http://{addr}",
         args.concurrency, args.duration
     );
 
@@ -129,9 +137,8 @@ async fn main() {
     }
     total.latencies.sort();
     let pct = |p: f64| {
-        total
-            .latencies
-            .get(((total.latencies.len() as f64 - 1.0) * p) as usize)
+        let at = ((total.latencies.len() as f64 - 1.0) * p).round() as usize;
+        total.latencies.get(at).copied().unwrap_or_default()
     };
     let count = total.latencies.len();
     println!(
@@ -139,9 +146,11 @@ async fn main() {
         count as f64 / elapsed.as_secs_f64()
     );
     println!(
-        "latency: p50 {:?}, p99 {:?}",
-        pct(0.5).copied().unwrap_or_default(),
-        pct(0.99).copied().unwrap_or_default()
+        "latency: p50 {:.2?}, p90 {:.2?}, p99 {:.2?}, max {:.2?}",
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        pct(1.0)
     );
     println!(
         "answers: {} ok, {} timeouts (504), {} client errors",
@@ -168,7 +177,10 @@ async fn main() {
         }
         other => println!("no task dump: {other:?}"),
     }
+    // Graceful: the clients are done, so every connection is idle and closes at once.
+    let stopping = Instant::now();
     server.shutdown().await;
+    println!("graceful shutdown: {:.2?}", stopping.elapsed());
     assert!(count > 0 && total.errors == 0, "the load run saw errors");
 }
 
@@ -212,52 +224,33 @@ async fn client(addr: SocketAddr, seed: u64, until: Instant) -> Report {
     report
 }
 
-/// Sends `GET path` on the connection (opening it if needed) and reads the answer: status and
-/// body. Only what this server sends is understood: a head, then `Content-Length` bytes.
+/// A client connection: hyper's request sender; its connection task runs beside it and ends
+/// when the sender is dropped.
+type Conn = SendRequest<Empty<Bytes>>;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Sends `GET path` on the connection (opening it if needed, or if the server closed it) and
+/// reads the answer: status and body.
 async fn get(
-    conn: &mut Option<TcpStream>,
+    conn: &mut Option<Conn>,
     addr: SocketAddr,
     path: &str,
-) -> std::io::Result<(u16, String)> {
-    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
-    if conn.is_none() {
-        let stream = TcpStream::connect(addr).await?;
+) -> Result<(u16, String), BoxError> {
+    if conn.as_ref().is_none_or(|c| c.is_closed()) {
+        let stream = coro::net::TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        *conn = Some(stream);
+        let (sender, connection) = http1::handshake(CoroIo::new(stream)).await?;
+        coro::spawn(connection).detach();
+        *conn = Some(sender);
     }
-    let stream = conn.as_mut().expect("connected above");
-    stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let end = loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break end;
-        }
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            return Err(bad("connection closed mid-answer"));
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| bad("status"))?;
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Length: "))
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| bad("content-length"))?;
-    let mut body = buf.split_off(end + 4);
-    let have = body.len();
-    body.resize(length, 0);
-    stream.read_exact(&mut body[have..]).await?;
-    if head.contains("Connection: close") {
-        *conn = None;
-    }
+    let sender = conn.as_mut().expect("connected above");
+    sender.ready().await?;
+    let request = Request::get(path)
+        .header(header::HOST, addr.to_string())
+        .body(Empty::new())?;
+    let response = sender.send_request(request).await?;
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await?.to_bytes();
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }

@@ -1,18 +1,23 @@
-//! The HTTP/1.1 server of the `service` example: a `/user/{id}` page computed as a small DAG of
+//! The HTTP server of the `service` example: a `/user/{id}` page computed as a small DAG of
 //! tasks under a deadline, a profile cache with single-flight loading and background refresh,
 //! and `/debug/tasks` and `/metrics` pages. Used by `examples/service.rs` (run it with
 //! `cargo run --release --example service`) and by `examples/tests/service.rs`.
 //!
-//! Sockets come from `async-net`, whose reactor thread wakes tasks of any executor; coro's
-//! affinity puts every woken task back on its own pool, so no tokio is involved.
+//! hyper does the HTTP (`coro_hyper::serve` on a `coro::net::TcpListener`: HTTP/1.1 with
+//! keep-alive, HTTP/2 with prior knowledge, its parser's limits, a header read timeout that is
+//! also the idle timeout, graceful shutdown); coro does the DAG behind each request.
 
-use async_net::{TcpListener, TcpStream};
-use coro::cancel::{CancellationSource, cancellable};
+use coro::cancel::CancellationSource;
 use coro::sync::{SharedMutexFair, SharedTask};
 use coro::time::{sleep, timeout};
 use coro::{AsyncScope, JoinHandle, Task};
-use futures::{AsyncReadExt, AsyncWriteExt};
+use coro_hyper::hyper::body::{Bytes, Incoming};
+use coro_hyper::hyper::header::{CONTENT_TYPE, HeaderValue};
+use coro_hyper::hyper::service::service_fn;
+use coro_hyper::hyper::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -37,6 +42,16 @@ pub struct Config {
     pub expire_after: Duration,
     /// Background refreshes that may run at once; more are dropped (the entry just ages).
     pub refresh_slots: usize,
+    /// How long a client has to send a request head: a new connection's first one, and each
+    /// later one on a keep-alive connection, so it is the idle timeout too. A client that sends
+    /// nothing (or half a head) is disconnected when it runs out.
+    pub header_timeout: Duration,
+    /// hyper's read buffer limit, which bounds a request head: a longer one gets 431.
+    pub max_head_bytes: usize,
+    /// Most header fields in a request; more get 431.
+    pub max_headers: usize,
+    /// How long a graceful shutdown waits for requests in flight before closing them.
+    pub drain_timeout: Duration,
 }
 
 impl Default for Config {
@@ -49,6 +64,11 @@ impl Default for Config {
             fresh_for: Duration::from_millis(50),
             expire_after: Duration::from_millis(200),
             refresh_slots: 4,
+            header_timeout: Duration::from_secs(10),
+            // hyper's smallest allowed buffer limit is 8 KiB.
+            max_head_bytes: 16 * 1024,
+            max_headers: 32,
+            drain_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -71,13 +91,14 @@ struct Counters {
 /// A snapshot of the server's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Requests parsed (any path, any outcome).
+    /// Requests that reached the handler (any path, any outcome). Requests hyper rejects
+    /// itself (malformed, too large) are not counted.
     pub requests: u64,
     /// 200 answers.
     pub ok: u64,
     /// 504 answers: the deadline passed.
     pub timeouts: u64,
-    /// 400 and 405 answers.
+    /// 400 and 405 answers from the handler.
     pub bad_requests: u64,
     /// 404 answers.
     pub not_found: u64,
@@ -137,15 +158,14 @@ pub struct Server {
     addr: SocketAddr,
     state: Arc<State>,
     stop: CancellationSource,
-    accept: JoinHandle<()>,
+    serving: JoinHandle<std::io::Result<()>>,
 }
 
 impl Server {
     /// Binds `addr` (port 0 picks a free port) and serves on coro's default pool, whose
-    /// metrics `/metrics` reports.
+    /// metrics `/metrics` reports: the listener and every connection register with that pool's
+    /// IO driver, and each request's DAG runs on it.
     pub async fn start(addr: SocketAddr, config: Config) -> std::io::Result<Server> {
-        let listener = TcpListener::bind(addr).await?;
-        let addr = listener.local_addr()?;
         let state = Arc::new(State {
             refresh: AsyncScope::bounded(config.refresh_slots),
             config,
@@ -153,17 +173,43 @@ impl Server {
             cache: SharedMutexFair::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
         });
+        // Bound on the default pool, so that the listener uses that pool's IO driver.
+        let listener = Task::new(coro::net::TcpListener::bind(addr))
+            .schedule_on(coro::default_pool())
+            .start()
+            .await
+            .expect("binding does not panic")?;
+        let addr = listener.local_addr()?;
         let stop = CancellationSource::new();
-        let accept = Task::new(accept_loop(state.clone(), listener))
+        let handler = state.clone();
+        let service = service_fn(move |req| {
+            let state = handler.clone();
+            async move { Ok::<_, Infallible>(handle(&state, req).await) }
+        });
+        let config = &state.config;
+        let (max_buf, max_headers) = (config.max_head_bytes, config.max_headers);
+        let server = coro_hyper::serve(listener, service)
+            .header_read_timeout(config.header_timeout)
+            .configure(|builder| {
+                builder
+                    .http1()
+                    .max_buf_size(max_buf)
+                    .max_headers(max_headers);
+                builder
+                    .http2()
+                    .max_concurrent_streams(128)
+                    .max_header_list_size(max_buf as u32);
+            })
+            .with_graceful_shutdown(stop.token().cancelled());
+        let serving = Task::new(server)
             .named("accept loop")
-            .with_cancellation(stop.token())
             .schedule_on(coro::default_pool())
             .start();
         Ok(Server {
             addr,
             state,
             stop,
-            accept,
+            serving,
         })
     }
 
@@ -177,157 +223,78 @@ impl Server {
         self.state.counters.snapshot()
     }
 
-    /// Stops accepting, cancels every connection and refresh, and waits for them to finish.
+    /// Shuts down gracefully: stops accepting (new connections are refused), lets the requests
+    /// in flight finish (each is bounded by the deadline; the whole drain by `drain_timeout`,
+    /// past which the remaining connections are closed), closes idle connections, then cancels
+    /// and awaits the background refreshes.
     pub async fn shutdown(self) {
         self.stop.request_cancellation();
-        self.accept.await.expect("the accept loop does not panic");
-    }
-}
-
-async fn accept_loop(state: Arc<State>, listener: TcpListener) {
-    // Connections are children of a scope, so shutdown can cancel and await all of them.
-    let connections = AsyncScope::new();
-    // `cancellable` ends the wait once the server's stop token fires.
-    while let Ok(accepted) = cancellable(listener.accept()).await {
-        match accepted {
-            Ok((stream, _)) => {
-                let conn = Task::new(serve_connection(state.clone(), stream)).named("connection");
-                // An unbounded scope only refuses once closed, which never happens here.
-                drop(connections.spawn(conn));
+        let drain = self.state.config.drain_timeout;
+        let mut serving = self.serving;
+        match timeout(drain, &mut serving).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(err))) => eprintln!("service: the server failed: {err}"),
+            Ok(Err(err)) => eprintln!("service: the server task failed: {err:?}"),
+            Err(_) => {
+                eprintln!("service: requests still in flight after {drain:?}: closing them");
+                // Dropping the server's future drops its connections.
+                serving.cancel();
             }
-            // Out of file descriptors, say: back off instead of spinning.
-            Err(_) => drop(sleep(Duration::from_millis(10)).await),
         }
-    }
-    connections.cancel_and_join().await;
-    state.refresh.cancel_and_join().await;
-}
-
-/// Largest request head accepted; a longer one is answered 431 and the connection closed.
-const MAX_HEAD: usize = 8 * 1024;
-
-async fn serve_connection(state: Arc<State>, mut stream: TcpStream) {
-    let mut buf = Vec::new();
-    loop {
-        let head = loop {
-            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-                buf.drain(..end + 4);
-                break head;
-            }
-            if buf.len() > MAX_HEAD {
-                let reply = response(431, "Request Header Fields Too Large", "", false);
-                drop(stream.write_all(reply.as_bytes()).await);
-                return;
-            }
-            let mut chunk = [0u8; 2048];
-            match cancellable(stream.read(&mut chunk)).await {
-                Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
-                _ => return, // closed by the peer, an I/O error, or server shutdown
-            }
-        };
-        let (reply, keep_alive) = handle(&state, &head).await;
-        if stream.write_all(reply.as_bytes()).await.is_err() || !keep_alive {
-            return;
-        }
+        self.state.refresh.cancel_and_join().await;
     }
 }
 
-/// Answers one request head: the response bytes, and whether the connection stays open.
-async fn handle(state: &Arc<State>, head: &str) -> (String, bool) {
+type Answer = Response<Full<Bytes>>;
+
+fn answer(status: StatusCode, body: impl Into<Bytes>) -> Answer {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// Answers one request.
+async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Answer {
     bump(&state.counters.requests);
-    let Some(request) = parse(head) else {
-        // After a malformed head the stream cannot be trusted: answer and close.
+    if req.method() != Method::GET {
         bump(&state.counters.bad_requests);
-        return (
-            response(400, "Bad Request", "malformed request\n", false),
-            false,
-        );
-    };
-    let keep = request.keep_alive;
-    if request.method != "GET" || request.has_body {
-        bump(&state.counters.bad_requests);
-        return (
-            response(405, "Method Not Allowed", "only GET\n", false),
-            false,
-        );
+        return answer(StatusCode::METHOD_NOT_ALLOWED, "only GET\n");
     }
-    let (path, query) = request
-        .target
-        .split_once('?')
-        .unwrap_or((request.target, ""));
-    let (status, reason, body) = match path {
-        "/debug/tasks" => (200, "OK", coro::trace::dump_all().to_string()),
-        "/metrics" => (200, "OK", metrics(state)),
+    let path = req.uri().path();
+    let query = req.uri().query().unwrap_or("");
+    let (status, body) = match path {
+        "/debug/tasks" => (StatusCode::OK, coro::trace::dump_all().to_string()),
+        "/metrics" => (StatusCode::OK, metrics(state)),
         _ => match path.strip_prefix("/user/").map(str::parse::<u64>) {
-            None => (404, "Not Found", "no such page\n".to_string()),
-            Some(Err(_)) => (400, "Bad Request", "bad user id\n".to_string()),
+            None => (StatusCode::NOT_FOUND, "no such page\n".to_string()),
+            Some(Err(_)) => (StatusCode::BAD_REQUEST, "bad user id\n".to_string()),
             Some(Ok(id)) => {
                 let slow = query.split('&').any(|kv| kv == "slow=1");
                 // The deadline cancels the DAG's token and drops it: every branch stops.
                 let page =
                     Task::new(user_page(state.clone(), id, slow)).named(format!("user {id}"));
                 match timeout(state.config.deadline, page).await {
-                    Ok(body) => (200, "OK", body),
-                    Err(_) => (504, "Gateway Timeout", "deadline exceeded\n".to_string()),
+                    Ok(body) => (StatusCode::OK, body),
+                    Err(_) => (
+                        StatusCode::GATEWAY_TIMEOUT,
+                        "deadline exceeded\n".to_string(),
+                    ),
                 }
             }
         },
     };
     let counter = match status {
-        200 => &state.counters.ok,
-        504 => &state.counters.timeouts,
-        404 => &state.counters.not_found,
+        StatusCode::OK => &state.counters.ok,
+        StatusCode::GATEWAY_TIMEOUT => &state.counters.timeouts,
+        StatusCode::NOT_FOUND => &state.counters.not_found,
         _ => &state.counters.bad_requests,
     };
     bump(counter);
-    (response(status, reason, &body, keep), keep)
-}
-
-struct Request<'a> {
-    method: &'a str,
-    target: &'a str,
-    keep_alive: bool,
-    has_body: bool,
-}
-
-fn parse(head: &str) -> Option<Request<'_>> {
-    let mut lines = head.split("\r\n");
-    let mut parts = lines.next()?.split(' ');
-    let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || !target.starts_with('/') || !version.starts_with("HTTP/1.") {
-        return None;
-    }
-    // HTTP/1.1 keeps the connection by default, HTTP/1.0 closes it.
-    let mut keep_alive = version == "HTTP/1.1";
-    let mut has_body = false;
-    for line in lines {
-        let (name, value) = line.split_once(':')?;
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("connection") {
-            keep_alive = !value.eq_ignore_ascii_case("close")
-                && (keep_alive || value.eq_ignore_ascii_case("keep-alive"));
-        } else if name.eq_ignore_ascii_case("content-length") {
-            has_body = value != "0";
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            has_body = true;
-        }
-    }
-    Some(Request {
-        method,
-        target,
-        keep_alive,
-        has_body,
-    })
-}
-
-fn response(status: u16, reason: &str, body: &str, keep_alive: bool) -> String {
-    let connection = if keep_alive { "keep-alive" } else { "close" };
-    format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n\
-         Content-Length: {}\r\nConnection: {connection}\r\n\r\n{body}",
-        body.len()
-    )
+    answer(status, body)
 }
 
 fn metrics(state: &State) -> String {
