@@ -16,7 +16,7 @@ use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -52,31 +52,9 @@ fn message(payload: &(dyn Any + Send)) -> String {
         .unwrap_or_default()
 }
 
-/// Every panic message the panic hook has seen. The hook is installed once for the whole binary
-/// and chains to the one before it (nothing replaces it afterwards), so tests running in
-/// parallel do not disturb each other: each looks for its own messages only.
+/// How many times the panic hook has seen `text`.
 fn reported(text: &str) -> usize {
-    static SEEN: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
-    let seen = SEEN.get_or_init(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if let Some(seen) = SEEN.get() {
-                let payload = info.payload();
-                let text = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                seen.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(text);
-            }
-            previous(info);
-        }));
-        Mutex::new(Vec::new())
-    });
-    let seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
-    seen.iter().filter(|m| m.as_str() == text).count()
+    faulty::reported_with(text, || {})
 }
 
 /// Installs the counting hook before a test's first panic.

@@ -23,7 +23,7 @@ use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, OnceLock, PoisonError, mpsc};
+use std::sync::{Arc, mpsc};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -70,32 +70,9 @@ impl<G: Unpin, T: Unpin> Future for Owning<G, T> {
     }
 }
 
-/// Every panic message the panic hook has seen. The hook is installed once for the whole binary,
-/// after coro's own (so nothing replaces it afterwards), and chains to it: tests running in
-/// parallel do not disturb each other, each looks for its own messages only.
+/// How many times the panic hook (installed after coro's own) has seen `text`.
 fn reported(text: &str) -> usize {
-    static SEEN: OnceLock<std::sync::Mutex<Vec<String>>> = OnceLock::new();
-    let seen = SEEN.get_or_init(|| {
-        coro::trace::install_panic_hook();
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if let Some(seen) = SEEN.get() {
-                let payload = info.payload();
-                let text = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                seen.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(text);
-            }
-            previous(info);
-        }));
-        std::sync::Mutex::new(Vec::new())
-    });
-    let seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
-    seen.iter().filter(|m| m.as_str() == text).count()
+    faulty::reported_with(text, coro::trace::install_panic_hook)
 }
 
 /// Installs the counting hook before a test's first panic.

@@ -1,12 +1,13 @@
-//! `Faulty`: a waker whose `clone`, `wake` or `drop` panics on demand, shared by the
-//! callback-panic tests of coro-executor and coro (the latter includes this file by path).
+//! Shared by the callback-panic tests of coro-executor and coro (the latter includes this file
+//! by path): `Faulty`, a waker whose `clone`, `wake` or `drop` panics on demand, and
+//! `reported_with`, which counts the panics the panic hook has seen.
 
 // Each test binary uses its own subset.
 #![allow(dead_code)]
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::task::{RawWaker, RawWakerVTable, Waker};
 
 /// A waker whose clone, wake or drop panics on demand (with `"{message}: clone"` and so on);
@@ -101,4 +102,33 @@ unsafe fn wake_by_ref_raw(data: *const ()) {
 unsafe fn drop_raw(data: *const ()) {
     // SAFETY: dropping the waker gives up its reference.
     release(unsafe { Arc::from_raw(data.cast::<Faulty>()) });
+}
+
+/// How many times the panic hook has seen the message `text`. The counting hook is installed
+/// once for the whole binary, after `install_first` (a hook it chains to; nothing replaces it
+/// afterwards), so tests running in parallel do not disturb each other: each looks for its own
+/// messages only.
+pub fn reported_with(text: &str, install_first: impl FnOnce()) -> usize {
+    static SEEN: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    let seen = SEEN.get_or_init(|| {
+        install_first();
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if let Some(seen) = SEEN.get() {
+                let payload = info.payload();
+                let text = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                seen.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(text);
+            }
+            previous(info);
+        }));
+        Mutex::new(Vec::new())
+    });
+    let seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+    seen.iter().filter(|m| m.as_str() == text).count()
 }
