@@ -31,32 +31,31 @@ impl<T: AsFd> Evented<T> {
     pub(crate) fn poll_read_with<R>(
         &self,
         cx: &mut Context<'_>,
-        mut op: impl FnMut(&T) -> io::Result<R>,
+        op: impl FnMut(&T) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
-        loop {
-            match op(&self.io) {
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                    match self.registration.poll_read_ready(cx) {
-                        Poll::Ready(Ok(())) => continue,
-                        Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
-                        Poll::Pending => return Poll::Pending,
-                    }
-                }
-                result => return Poll::Ready(result),
-            }
-        }
+        self.poll_with(cx, op, Registration::poll_read_ready)
     }
 
     /// As [`poll_read_with`](Self::poll_read_with), waiting for write readiness.
     pub(crate) fn poll_write_with<R>(
         &self,
         cx: &mut Context<'_>,
+        op: impl FnMut(&T) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        self.poll_with(cx, op, Registration::poll_write_ready)
+    }
+
+    /// The retry loop: `op`, and on `WouldBlock` a wait for readiness (`ready`), again.
+    fn poll_with<R>(
+        &self,
+        cx: &mut Context<'_>,
         mut op: impl FnMut(&T) -> io::Result<R>,
+        ready: fn(&Registration, &mut Context<'_>) -> Poll<io::Result<()>>,
     ) -> Poll<io::Result<R>> {
         loop {
             match op(&self.io) {
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                    match self.registration.poll_write_ready(cx) {
+                    match ready(&self.registration, cx) {
                         Poll::Ready(Ok(())) => continue,
                         Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
                         Poll::Pending => return Poll::Pending,
