@@ -801,9 +801,12 @@ fn a_collect_childs_destructor_panic_is_dropped_once_and_surfaces_as_its_failure
                 let guard = PanicOnDrop(drops.clone(), text);
                 async move {
                     let _owned = &guard;
+                    // The error holds no allocation: rustc leaks a return value whose
+                    // function's locals panic as they drop (rust-lang/rust#47949), and the
+                    // sanitizer run would report that leak as this test's.
                     sleep(Duration::from_secs(60))
                         .await
-                        .map_err(|e| e.to_string())?;
+                        .map_err(|_| String::new())?;
                     Ok(1)
                 }
             }),

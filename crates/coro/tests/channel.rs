@@ -340,6 +340,12 @@ async fn mpmc_exactly_once(cap: Option<usize>) {
                 let mut rng = Rng(p * 7919 + 1);
                 for i in 0..PER_PRODUCER {
                     let value = p * PER_PRODUCER + i;
+                    if i % 500 == 250 {
+                        // A pause long enough for the consumers to drain the channel and
+                        // wait, so that receives are cancelled even where sends never wait
+                        // (an unbounded channel) and the consumers are never behind.
+                        coro::time::sleep(ms(1)).await.unwrap();
+                    }
                     loop {
                         if rng.next() % 4 != 0 {
                             tx.send(value).await.unwrap();
