@@ -571,3 +571,37 @@ fn timers_on_many_threads_complete() {
     });
     assert!(start.elapsed() < Duration::from_secs(5));
 }
+
+/// Polls `sleep` once on a worker of `pool` (registering it there) and hands it back.
+fn registered_on(pool: &coro_executor::ThreadPool, mut sleep: Sleep) -> Sleep {
+    // The sleep itself is the output (not awaited there: it is handed back registered).
+    #[allow(clippy::async_yields_async)]
+    let handle = pool.spawn(async move {
+        std::future::poll_fn(|cx: &mut Context<'_>| {
+            assert!(Pin::new(&mut sleep).poll(cx).is_pending());
+            Poll::Ready(())
+        })
+        .await;
+        sleep
+    });
+    within(Duration::from_secs(20), move || block_on(handle)).unwrap()
+}
+
+#[test]
+fn a_sleep_outliving_its_pool_still_waits_for_its_deadline() {
+    let _serial = serial();
+    let pool = coro_executor::ThreadPool::new(2).unwrap();
+    let start = Instant::now();
+    let timer = registered_on(&pool, sleep(Duration::from_millis(300)));
+    assert!(pending_timers() >= 1, "the pool's timer is not counted");
+    pool.shutdown();
+    // Its pool's wheel is gone: the global driver takes the timer over, neither early nor never.
+    let took = within(Duration::from_secs(20), move || {
+        block_on(timer);
+        start.elapsed()
+    });
+    assert!(
+        took >= Duration::from_millis(300),
+        "the orphaned 300 ms sleep ended after {took:?}"
+    );
+}

@@ -15,9 +15,10 @@
 //! (every value sent is received exactly once, or its send failed and gave it back, or the send
 //! was dropped before completing and the value was never received; a oneshot reports back), and
 //! `Barrier`/`Latch` rendezvous (exactly one leader per generation, no one passes early, a wait
-//! dropped before its generation completes takes its arrival back). IO is not in the mix yet:
-//! coro has no IO in its committed tree (`coro::net` is being written); add sockets here once it
-//! lands.
+//! dropped before its generation completes takes its arrival back). Some leaves do IO: a
+//! `coro::net` TCP round trip over loopback (bind, connect, accept in a spawned task that echoes,
+//! a write of up to 64 KiB, a half-close, a read to the end) that must bring the same bytes
+//! back, and whose connect or accept may be cancelled with the leaf.
 //!
 //! Accounting: every task the soak hands to the runtime (`coro::spawn`, `Task::start` and
 //! `block_wait` of the round's root, `schedule_on` hops, `AsyncScope` children, collect
@@ -231,6 +232,7 @@ counters!(
     BARRIER_GENERATIONS,
     BARRIER_PROBES,
     RENDEZVOUS_TIMEOUTS,
+    IO_ECHOES,
     UNPLANNED_PANICS,
 );
 
@@ -585,6 +587,7 @@ enum LeafKind {
     Semaphore,
     Promise,
     BrokenPromise,
+    Echo,
     Panic,
 }
 
@@ -592,7 +595,7 @@ fn pick_leaf(rng: &mut Rng, panics: bool) -> LeafKind {
     if panics && rng.chance(1, 25) {
         return LeafKind::Panic;
     }
-    match rng.below(10) {
+    match rng.below(11) {
         0 | 1 => LeafKind::Pause,
         2 => LeafKind::FairWrite,
         3 => LeafKind::FairRead,
@@ -600,8 +603,48 @@ fn pick_leaf(rng: &mut Rng, panics: bool) -> LeafKind {
         5 => LeafKind::Mutex,
         6 => LeafKind::Semaphore,
         7 | 8 => LeafKind::Promise,
-        _ => LeafKind::BrokenPromise,
+        9 => LeafKind::BrokenPromise,
+        _ => LeafKind::Echo,
     }
+}
+
+/// Whether an IO error is a cancellation of the task (a cancel-aware connect or accept).
+fn io_cancelled(e: &std::io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.is::<coro::cancel::Cancelled>())
+}
+
+/// A TCP round trip over loopback: `data` is written to a connection whose other end (served
+/// by a task of its own) echoes it back, then read to the end.
+async fn echo_round_trip(round: &Arc<Round>, data: &[u8]) -> std::io::Result<Vec<u8>> {
+    use futures::{AsyncReadExt, AsyncWriteExt};
+    let listener = coro::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    // Both ends in this task, so that nothing waits in `accept` after a failed connect.
+    let ((accepted, _), stream) =
+        futures::try_join!(listener.accept(), coro::net::TcpStream::connect(addr))?;
+    // The echo ends when this end closes, or is dropped with a cancelled leaf.
+    let server = coro::spawn(track(round, Via::Spawn, async move {
+        let (mut rd, mut wr) = accepted.into_split();
+        futures::io::copy(&mut rd, &mut wr).await?;
+        wr.close().await
+    }));
+    let (mut rd, mut wr) = stream.into_split();
+    let mut back = Vec::with_capacity(data.len());
+    // Written and read at once: a reply larger than the socket buffers would otherwise stall.
+    let (written, read) = futures::join!(
+        async {
+            wr.write_all(data).await?;
+            wr.close().await
+        },
+        rd.read_to_end(&mut back)
+    );
+    written?;
+    read?;
+    server
+        .await
+        .map_err(|e| std::io::Error::other(format!("the echo task: {e}")))??;
+    Ok(back)
 }
 
 /// A write section on `fair`: the copies are updated one at a time around a pause, so a
@@ -693,6 +736,20 @@ fn leaf(kind: LeafKind, id: u64, seed: u64, ctx: &Ctx) -> Task<u64> {
                 Ok(Ok(v)) => locks.violation(format!("broken promise gave {v}")),
                 Err(_) => bump(&CANCELS_OBSERVED),
             },
+            LeafKind::Echo => {
+                let len = 1 + rng.below(64 * 1024) as usize;
+                let data: Vec<u8> = (0..len).map(|i| (seed as usize + i) as u8).collect();
+                match echo_round_trip(&round, &data).await {
+                    Ok(back) if back == data => bump(&IO_ECHOES),
+                    Ok(back) => locks.violation(format!(
+                        "echo: {} bytes sent, {} came back, or changed",
+                        data.len(),
+                        back.len()
+                    )),
+                    Err(e) if io_cancelled(&e) => bump(&CANCELS_OBSERVED),
+                    Err(e) => locks.violation(format!("echo failed: {e}")),
+                }
+            }
             LeafKind::Panic => {
                 pause(&mut rng).await;
                 panic!("{PLANNED} in leaf {id}");

@@ -9,7 +9,8 @@
 //! 1. the next slot goes to the global queue, where every worker looks;
 //! 2. a parked worker is woken (as a searcher it steals half of the stuck worker's queue);
 //! 3. if none could be woken because every worker is awake and none is searching (all busy,
-//!    perhaps all stuck), a *helper* thread is started: a worker of its own, on one of the
+//!    perhaps all stuck), a *helper* thread is started (likewise for work waiting in the
+//!    global queue while every worker has been in one poll for the threshold): a worker of its own, on one of the
 //!    pool's spare slots, that runs what it finds and exits as soon as it finds nothing (Go
 //!    starts an M for the P it retakes). So nothing queued waits behind a blocking poll, and no
 //!    `block_in_place` is needed.
@@ -155,6 +156,16 @@ pub(crate) fn look(
             }
             handed += 1;
         }
+    }
+    // Work in the global queue (a task woken from outside the pool: by a timer the monitor
+    // fired, a socket, another thread) while every worker has been in one poll all along: no
+    // worker will look there until one of those polls ends.
+    let workers = &watches[..shared.workers];
+    if !shared.inject.is_empty() && workers.iter().all(|w| now.duration_since(w.since) >= after) {
+        if !shared.notify_parked() && shared.idle.num_searching() == 0 {
+            shared.helpers.start(shared);
+        }
+        handed += 1;
     }
     handed
 }

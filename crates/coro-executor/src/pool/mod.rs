@@ -22,7 +22,7 @@ mod loom_tests;
 mod metrics;
 mod monitor;
 mod offer;
-mod park;
+pub(crate) mod park;
 pub(crate) mod queue;
 mod reaper;
 mod shared;
@@ -41,6 +41,19 @@ pub(crate) fn current_io_driver() -> std::io::Result<Arc<crate::io::driver::IoDr
         None => crate::default_pool().shared.io_driver().cloned(),
     }
 }
+/// The timer driver of the pool whose worker this thread is (created on first use), if any:
+/// where a `Sleep` polled here registers.
+#[cfg(not(any(loom, shuttle)))]
+pub(crate) fn current_timer_driver() -> Option<Arc<crate::time::Driver>> {
+    worker::with_current_shared(|shared| shared.map(|shared| shared.timer_driver().clone()))
+}
+
+/// Without a pool's own timers (the models), every `Sleep` uses the global driver.
+#[cfg(any(loom, shuttle))]
+pub(crate) fn current_timer_driver() -> Option<Arc<crate::time::Driver>> {
+    None
+}
+
 pub use metrics::{PoolMetrics, WorkerMetrics};
 pub use offer::{Offer, offer_while};
 pub use stall::StallReport;

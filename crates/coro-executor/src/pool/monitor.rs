@@ -202,6 +202,14 @@ pub(crate) fn run(shared: Arc<Shared>) {
         }
         #[cfg(all(unix, not(any(loom, shuttle))))]
         poll_io_if_neglected(&shared);
+        // Timers due while every worker stays in one poll (no keeper, no global-queue tick):
+        // their tasks go through the global queue.
+        #[cfg(not(any(loom, shuttle)))]
+        if let Some(timers) = shared.timers() {
+            if timers.may_be_due() {
+                timers.fire_due_now();
+            }
+        }
         quiet_looks = if seen.posted || handed > 0 {
             0
         } else {

@@ -68,6 +68,48 @@ impl Parker {
         }
     }
 
+    /// As [`park`](Self::park), but returns after `timeout` at the latest (a token that
+    /// arrives later is kept for the next park).
+    #[cfg_attr(any(loom, shuttle), allow(dead_code))]
+    pub(crate) fn park_timeout(&self, timeout: std::time::Duration) {
+        if self
+            .state
+            .compare_exchange(NOTIFIED, EMPTY, Acquire, Acquire)
+            .is_ok()
+        {
+            return;
+        }
+        let mut guard = self.lock.lock().unwrap();
+        match self.state.compare_exchange(EMPTY, PARKED, Acquire, Acquire) {
+            Ok(_) => {}
+            Err(NOTIFIED) => {
+                // A swap, as in `park`: it reads every unpark merged into the token.
+                self.state.swap(EMPTY, Acquire);
+                return;
+            }
+            Err(actual) => panic!("inconsistent parker state {actual}: parked twice"),
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            guard = self.condvar.wait_timeout(guard, left).unwrap().0;
+            if self
+                .state
+                .compare_exchange(NOTIFIED, EMPTY, Acquire, Acquire)
+                .is_ok()
+            {
+                return;
+            }
+        }
+        // Timed out: back to EMPTY, unless an unpark landed meanwhile (then it is consumed,
+        // which is what a park that returns is for).
+        self.state.swap(EMPTY, Acquire);
+        drop(guard);
+    }
+
     /// Parks by running `poll`, a wait in the OS that the `interrupt` given to
     /// [`unpark_with`](Self::unpark_with) ends, instead of sleeping on the condvar. Returns at
     /// once if a token is waiting. Unlike [`park`](Self::park) it may return without an unpark

@@ -171,6 +171,10 @@ pub(crate) struct Shared {
     /// The IO driver, created when the first socket registers (`io/driver.rs`).
     #[cfg(not(any(loom, shuttle)))]
     io: std::sync::OnceLock<Arc<crate::io::driver::IoDriver>>,
+    /// The pool's timers, kept by its parked workers; created by the first timer registered
+    /// from one of its workers.
+    #[cfg(not(any(loom, shuttle)))]
+    timers: std::sync::OnceLock<Arc<crate::time::Driver>>,
 }
 
 /// The settings of a pool that its shared state keeps.
@@ -219,6 +223,8 @@ impl Shared {
             shutdown: AtomicBool::new(false),
             #[cfg(not(any(loom, shuttle)))]
             io: std::sync::OnceLock::new(),
+            #[cfg(not(any(loom, shuttle)))]
+            timers: std::sync::OnceLock::new(),
         }
     }
 
@@ -244,6 +250,43 @@ impl Shared {
             self.io.get().expect("just set").close();
         }
         Ok(self.io.get().expect("just set"))
+    }
+
+    /// The pool's timer driver, created on first use.
+    #[cfg(not(any(loom, shuttle)))]
+    pub(crate) fn timer_driver(self: &Arc<Self>) -> &Arc<crate::time::Driver> {
+        if let Some(driver) = self.timers.get() {
+            return driver;
+        }
+        let pool = Arc::downgrade(self);
+        let driver = crate::time::Driver::for_pool(Box::new(move |kick| {
+            let Some(pool) = pool.upgrade() else { return };
+            match kick {
+                // It sleeps past the new deadline: wake it (in the OS poll too).
+                crate::time::Kick::Keeper(index) => pool.unpark_worker(index),
+                // Nobody keeps the timers: a parked worker that wakes and finds nothing to do
+                // becomes their keeper as it parks again.
+                crate::time::Kick::Anyone => {
+                    pool.notify_parked();
+                }
+            }
+        }));
+        // A racing first registration may have won: use whichever got in.
+        if self.timers.set(Arc::new(driver)).is_ok() {
+            crate::time::register_driver(self.timers.get().expect("just set"));
+        }
+        let driver = self.timers.get().expect("just set");
+        if self.is_shutdown() {
+            // Shutdown closed the timers before this driver existed.
+            driver.close();
+        }
+        driver
+    }
+
+    /// The timer driver, if it exists (what parked workers keep, and busy ones check).
+    #[cfg(not(any(loom, shuttle)))]
+    pub(crate) fn timers(&self) -> Option<&Arc<crate::time::Driver>> {
+        self.timers.get()
     }
 
     /// The IO driver, if it exists and has sockets to poll for: what an idle worker waits on.
@@ -400,6 +443,10 @@ impl Shared {
         #[cfg(not(any(loom, shuttle)))]
         if let Some(io) = self.io.get() {
             io.close();
+        }
+        #[cfg(not(any(loom, shuttle)))]
+        if let Some(timers) = self.timers.get() {
+            timers.close();
         }
         for index in 0..self.remotes.len() {
             self.unpark_worker(index);

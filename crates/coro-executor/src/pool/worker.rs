@@ -93,6 +93,14 @@ pub(crate) fn current_shared() -> Option<Arc<Shared>> {
     })
 }
 
+/// Runs `f` with the pool whose worker this thread is, if any, without cloning it.
+#[cfg_attr(any(loom, shuttle), allow(dead_code))]
+pub(crate) fn with_current_shared<R>(f: impl FnOnce(Option<&Arc<Shared>>) -> R) -> R {
+    let worker = CURRENT.with(Cell::get);
+    // SAFETY: see `current_shared`; `f` runs on this thread, inside the worker's frame.
+    f(unsafe { worker.as_ref() }.map(|worker| &worker.shared))
+}
+
 /// Runs `f` with the handle of the pool whose worker this thread is, if any, without cloning
 /// it (a clone and its drop are two read-modify-writes on a cache line every worker shares).
 pub(crate) fn with_current_handle<R>(f: impl FnOnce(Option<&ExecutorHandle>) -> R) -> R {
@@ -247,6 +255,7 @@ impl Worker {
             {
                 drop(core);
                 self.poll_io_now();
+                self.fire_due_timers();
                 core = self.core.borrow_mut();
             }
             if let Some(task) = self.pop_global(&mut core) {
@@ -415,13 +424,22 @@ impl Worker {
         }
         let mut poll = poll;
         loop {
-            // Set only by the OS poll, which the models leave out.
+            // Set only by the OS poll and the timers, which the models leave out.
             #[cfg_attr(any(loom, shuttle), allow(unused_mut))]
             let mut woke_itself = false;
+            // Keeps the pool's timers while asleep, unless another parked worker does: then
+            // it sleeps only until the next deadline.
+            #[cfg(not(any(loom, shuttle)))]
+            let timeout = match self.keep_timers() {
+                Some(timeout) => timeout,
+                None => return,
+            };
+            #[cfg(any(loom, shuttle))]
+            let timeout: Option<std::time::Duration> = None;
             match poll.take() {
                 #[cfg(not(any(loom, shuttle)))]
                 Some(guard) => self.remote().parker.park_polling(|| {
-                    guard.wait(None, || {
+                    guard.wait(timeout, || {
                         // IO events: this worker wakes their tasks onto its own queue, so it
                         // takes itself off the idle list first, awake and not searching.
                         if let Some(monitor) = self.shared.idle.unpark_self(self.index) {
@@ -434,7 +452,14 @@ impl Worker {
                 }),
                 #[cfg(any(loom, shuttle))]
                 Some(()) => unreachable!("no IO driver in the models"),
-                None => self.remote().parker.park(),
+                None => match timeout {
+                    Some(timeout) => self.remote().parker.park_timeout(timeout),
+                    None => self.remote().parker.park(),
+                },
+            }
+            #[cfg(not(any(loom, shuttle)))]
+            if let Some(timers) = self.shared.timers() {
+                timers.leave(self.index);
             }
             if self.shared.is_shutdown() || woke_itself {
                 return;
@@ -448,6 +473,46 @@ impl Worker {
             #[cfg(not(any(loom, shuttle)))]
             {
                 poll = self.shared.io_to_poll().and_then(|io| io.try_poll());
+            }
+        }
+    }
+
+    /// Before sleeping: becomes the keeper of the pool's timers unless another worker is, and
+    /// says how long to sleep (`Some(None)`: until woken). `None` if timers were due: this
+    /// worker fired them, having taken itself off the idle list first (their tasks land on
+    /// its queue), and must not sleep.
+    #[cfg(not(any(loom, shuttle)))]
+    fn keep_timers(&self) -> Option<Option<std::time::Duration>> {
+        let Some(timers) = self.shared.timers() else {
+            return Some(None);
+        };
+        match timers.keep(self.index) {
+            crate::time::Keep::Other => Some(None),
+            crate::time::Keep::Wait(timeout) => Some(timeout),
+            crate::time::Keep::Due => {
+                timers.leave(self.index);
+                match self.shared.idle.unpark_self(self.index) {
+                    Some(monitor) => {
+                        if monitor {
+                            self.shared.monitor.wake();
+                        }
+                    }
+                    // A notifier chose this worker meanwhile: it counts as a searcher.
+                    None => self.core.borrow_mut().is_searching = true,
+                }
+                timers.fire_due_now();
+                None
+            }
+        }
+    }
+
+    /// A busy worker's look at the pool's timers, on its global-queue ticks: what is due must
+    /// not wait for a worker to idle.
+    #[cfg(not(any(loom, shuttle)))]
+    fn fire_due_timers(&self) {
+        if let Some(timers) = self.shared.timers() {
+            if timers.may_be_due() {
+                timers.fire_due_now();
             }
         }
     }

@@ -1,5 +1,25 @@
-//! The timer driver: a [`Wheel`] of wakers behind a mutex, and the `coro-timer` thread that
-//! sleeps until the next expiry and wakes what is due.
+//! The timer driver: a [`Wheel`] of wakers behind a mutex, and who sleeps until its next expiry
+//! and wakes what is due: the `coro-timer` thread for the global driver (timers polled outside
+//! any pool), or, for a pool's own driver, the pool's parked workers themselves.
+//!
+//! # A pool's driver: timers share the workers' park
+//!
+//! A pool's timers are kept by one of its parked workers, the *keeper* (Go keeps timers per P
+//! and a parked M sleeps in the netpoller until the next one; tokio's driver parks with the
+//! next deadline as its timeout). Under the lock, a worker about to sleep becomes the keeper if
+//! there is none ([`Driver::keep`]), computes the next expiry `T`, publishes it in
+//! `sleep_until`, and sleeps (in the OS poll or on its condvar) for at most until `T`; on waking
+//! it gives the role up ([`Driver::leave`]). A registration earlier than `sleep_until` lowers it
+//! and wakes the keeper (or, with no keeper, a parked worker, which becomes one). This is the
+//! thread protocol below with the keeper in the thread's place, so the same argument says no
+//! wake-up is lost: the keeper computes `T` and publishes it in one critical section, and its
+//! wake-up is a sticky unpark, which ends a sleep that starts after it too.
+//!
+//! Busy workers fire what is due themselves, on the ticks where they poll the global queue, so
+//! timers do not wait for a worker to idle; the monitor does so when no worker got to them
+//! (every worker in a long poll). When the pool shuts down its driver is closed: every pending
+//! timer is woken, and a `Sleep` that finds its driver closed before its deadline registers
+//! again with the global driver (it is never completed early).
 //!
 //! # Protocol
 //!
@@ -57,8 +77,9 @@ use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::wheel::Wheel;
-use crate::loom::sync::atomic::{AtomicU64, Ordering};
+use crate::loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::loom::sync::{Condvar, Mutex, MutexGuard};
+use std::ptr::NonNull;
 
 /// `sleep_until` while the driver is not waiting on the condvar: no registration is earlier.
 const AWAKE: u64 = 0;
@@ -72,13 +93,52 @@ const GEN_CHUNK: usize = if cfg!(loom) { 4 } else { 1024 };
 /// Ticks are capped here (about 36 million years) so wheel arithmetic cannot overflow.
 const MAX_TICK: u64 = 1 << 60;
 
-/// A timer driver. Only the global one (see [`global`]) exists outside tests.
+/// A timer driver: the global one (see [`global`]), or a pool's (see [`Driver::for_pool`]).
 pub(crate) struct Driver {
     /// Tick 0. Deadlines are rounded up to whole ticks after it, the clock down.
     origin: Instant,
     inner: Mutex<Inner>,
     /// The driver thread waits here; registrations of an earlier deadline notify it.
     cond: Condvar,
+    /// A lower bound of the earliest pending tick ([`NEVER`] if none is pending): busy workers
+    /// read it without the lock to see whether anything is due. Lowered by registrations,
+    /// recomputed by whoever fires.
+    earliest: AtomicU64,
+    /// A pool's driver: closed at the pool's shutdown, see the module docs.
+    closed: AtomicBool,
+    /// A pool's driver: how a registration earlier than `sleep_until` reaches the pool.
+    kick: Option<Box<dyn Fn(Kick) + Send + Sync>>,
+}
+
+/// Whom a registration on a pool's driver must wake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kick {
+    /// The keeper, worker `usize`: it sleeps past the new deadline.
+    Keeper(usize),
+    /// Any parked worker: nobody keeps the timers right now.
+    Anyone,
+}
+
+/// What [`Driver::keep`] tells a worker about to sleep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(any(loom, shuttle), allow(dead_code))]
+pub(crate) enum Keep {
+    /// Another worker keeps the timers (or the driver is closed): sleep without a timeout.
+    Other,
+    /// This worker keeps them: sleep for at most this long (`None`: no timer is pending).
+    Wait(Option<Duration>),
+    /// A timer is due already: fire it rather than sleep.
+    Due,
+}
+
+/// Why [`Driver::register`] did not file a timer; the waker comes back to be dropped outside
+/// the lock.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// The driver has already passed the tick: the timer is expired.
+    Expired(Waker),
+    /// The pool of this driver has shut down: register with another driver.
+    Closed(Waker),
 }
 
 /// State guarded by `Driver::inner`.
@@ -89,6 +149,8 @@ pub(crate) struct Inner {
     /// waits for a notification only.
     sleep_until: u64,
     thread: ThreadState,
+    /// A pool's driver: the worker keeping its timers, if one does.
+    keeper: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,19 +161,23 @@ enum ThreadState {
     /// The thread is spawned by the first registration.
     NotStarted,
     Started,
+    /// A pool's driver: its workers keep it, no thread.
+    #[cfg_attr(any(loom, shuttle), allow(dead_code))]
+    Pool,
 }
 
-/// One generation counter per wheel key, in leaked chunks (see the module docs).
+/// One generation counter per wheel key, in chunks that never move and live as long as the
+/// driver (see the module docs).
 struct Generations {
-    chunks: Vec<&'static [AtomicU64]>,
+    chunks: Vec<Box<[AtomicU64]>>,
 }
 
 impl Generations {
-    fn cell(&mut self, key: u32) -> &'static AtomicU64 {
+    fn cell(&mut self, key: u32) -> &AtomicU64 {
         let (chunk, index) = (key as usize / GEN_CHUNK, key as usize % GEN_CHUNK);
         while self.chunks.len() <= chunk {
-            let new: Box<[AtomicU64]> = (0..GEN_CHUNK).map(|_| AtomicU64::new(0)).collect();
-            self.chunks.push(Box::leak(new));
+            self.chunks
+                .push((0..GEN_CHUNK).map(|_| AtomicU64::new(0)).collect());
         }
         &self.chunks[chunk][index]
     }
@@ -123,13 +189,21 @@ fn bump(cell: &AtomicU64) {
     cell.store(cell.load(Ordering::Relaxed) + 1, Ordering::Release);
 }
 
-/// A `Sleep`'s handle on its wheel entry.
+/// A `Sleep`'s handle on its wheel entry. Its owner keeps the driver alive (the global one
+/// lives for the process, a pool's is held by an `Arc`), which keeps `cell` valid.
 #[derive(Debug)]
 pub(crate) struct Registration {
     key: u32,
     generation: u64,
-    cell: &'static AtomicU64,
+    cell: NonNull<AtomicU64>,
 }
+
+// SAFETY: `cell` points at an atomic in a chunk of its driver's generations, which never moves
+// or is freed while the driver lives, and the owner of a registration keeps its driver alive
+// (the type's docs); an atomic may be read from any thread.
+unsafe impl Send for Registration {}
+// SAFETY: as above.
+unsafe impl Sync for Registration {}
 
 impl Registration {
     /// The wheel key (for tests).
@@ -141,7 +215,12 @@ impl Registration {
     /// Whether the driver has fired (freed) this entry. `true` is final and exact without the
     /// lock; `false` may be stale unless the lock is held.
     pub(crate) fn has_fired(&self) -> bool {
-        self.cell.load(Ordering::Acquire) != self.generation
+        self.cell().load(Ordering::Acquire) != self.generation
+    }
+
+    fn cell(&self) -> &AtomicU64 {
+        // SAFETY: valid while the driver lives, which the owner guarantees (see the type).
+        unsafe { self.cell.as_ref() }
     }
 }
 
@@ -194,24 +273,35 @@ impl Clock for SystemClock {
 }
 
 impl Driver {
-    fn new(thread: ThreadState) -> Self {
+    fn new(thread: ThreadState, kick: Option<Box<dyn Fn(Kick) + Send + Sync>>) -> Self {
         Self {
             origin: Instant::now(),
             inner: Mutex::new(Inner {
                 wheel: Wheel::new(),
                 gens: Generations { chunks: Vec::new() },
-                sleep_until: AWAKE,
+                // A pool's driver has no keeper yet: the first registration must find one.
+                sleep_until: if kick.is_some() { NEVER } else { AWAKE },
                 thread,
+                keeper: None,
             }),
             cond: Condvar::new(),
+            earliest: AtomicU64::new(NEVER),
+            closed: AtomicBool::new(false),
+            kick,
         }
+    }
+
+    /// A pool's driver, kept by its workers; `kick` wakes the keeper or any parked worker.
+    #[cfg_attr(any(loom, shuttle), allow(dead_code))]
+    pub(crate) fn for_pool(kick: Box<dyn Fn(Kick) + Send + Sync>) -> Self {
+        Self::new(ThreadState::Pool, Some(kick))
     }
 
     /// A driver without a thread, driven by explicit [`Driver::fire_due`] / [`Driver::park`]
     /// calls. Leaked, because `Sleep` holds `&'static Driver`.
     #[cfg(test)]
     pub(crate) fn new_manual() -> &'static Self {
-        Box::leak(Box::new(Self::new(ThreadState::Manual)))
+        Box::leak(Box::new(Self::new(ThreadState::Manual, None)))
     }
 
     /// Tick 0 (for tests).
@@ -247,21 +337,29 @@ impl Driver {
         self.lock().wheel.len()
     }
 
-    /// Registers `waker` to be woken at `tick`. `Err(waker)` if the driver has already passed
-    /// `tick` (the timer is expired; the caller drops the waker outside the lock).
-    pub(crate) fn register(&'static self, tick: u64, waker: Waker) -> Result<Registration, Waker> {
+    /// Registers `waker` to be woken at `tick`. Refused, with the waker, if the driver has
+    /// already passed `tick` (the timer is expired) or is closed (the caller drops the waker
+    /// outside the lock, or registers elsewhere).
+    pub(crate) fn register(&self, tick: u64, waker: Waker) -> Result<Registration, Refused> {
         let mut inner = self.lock();
-        let key = inner.wheel.insert(tick, waker)?;
-        let cell = inner.gens.cell(key);
-        let generation = cell.load(Ordering::Relaxed);
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(Refused::Closed(waker));
+        }
+        let key = inner.wheel.insert(tick, waker).map_err(Refused::Expired)?;
+        let cell = NonNull::from(inner.gens.cell(key));
+        // SAFETY: just made from a reference into the driver's generations.
+        let generation = unsafe { cell.as_ref() }.load(Ordering::Relaxed);
+        if tick < self.earliest.load(Ordering::Relaxed) {
+            self.earliest.store(tick, Ordering::Relaxed);
+        }
         let notify = self.lower_sleep_until(&mut inner, tick);
         let spawn = inner.thread == ThreadState::NotStarted;
         if spawn {
             inner.thread = ThreadState::Started;
         }
         drop(inner);
-        if notify {
-            self.cond.notify_one();
+        if let Some(notify) = notify {
+            self.notify(notify);
         }
         let registration = Registration {
             key,
@@ -269,11 +367,11 @@ impl Driver {
             cell,
         };
         if spawn {
-            if let Err(error) = self.spawn_thread() {
+            if let Err(error) = spawn_thread() {
                 let mut inner = self.lock();
                 inner.thread = ThreadState::NotStarted;
                 let waker = inner.wheel.cancel(key);
-                bump(cell);
+                bump(registration.cell());
                 drop(inner);
                 drop(waker);
                 panic!("failed to spawn the coro-timer thread: {error}");
@@ -282,17 +380,26 @@ impl Driver {
         Ok(registration)
     }
 
-    /// Called under the lock after filing an entry at `tick`: if the driver waits for a later
-    /// tick, it must be woken. Returns whether to notify (done after unlocking, so the driver
-    /// does not wake up only to block on the mutex; a notify that arrives after the driver woke
-    /// for another reason is a harmless spurious wake-up).
-    fn lower_sleep_until(&self, inner: &mut Inner, tick: u64) -> bool {
+    /// Called under the lock after filing an entry at `tick`: if whoever waits for the wheel
+    /// waits for a later tick, it must be woken. Returns whom to notify (done after unlocking,
+    /// so the waiter does not wake up only to block on the mutex; a notify that arrives after
+    /// it woke for another reason is a harmless spurious wake-up).
+    fn lower_sleep_until(&self, inner: &mut Inner, tick: u64) -> Option<Kick> {
         if tick < inner.sleep_until {
             // Lowering it makes later registrations of even later deadlines skip the notify.
             inner.sleep_until = tick;
-            true
+            Some(inner.keeper.map_or(Kick::Anyone, Kick::Keeper))
         } else {
-            false
+            None
+        }
+    }
+
+    /// Wakes whoever waits for the wheel: the driver thread, or for a pool's driver the keeper
+    /// (or any parked worker when there is none).
+    fn notify(&self, kick: Kick) {
+        match &self.kick {
+            Some(pool) => pool(kick),
+            None => self.cond.notify_one(),
         }
     }
 
@@ -339,7 +446,7 @@ impl Driver {
             None
         } else {
             let waker = inner.wheel.cancel(reg.key);
-            bump(reg.cell);
+            bump(reg.cell());
             Some(waker)
         };
         drop(inner);
@@ -359,14 +466,17 @@ impl Driver {
         }
         match inner.wheel.reset(reg.key, tick) {
             Ok(()) => {
+                if tick < self.earliest.load(Ordering::Relaxed) {
+                    self.earliest.store(tick, Ordering::Relaxed);
+                }
                 let notify = self.lower_sleep_until(&mut inner, tick);
                 drop(inner);
-                if notify {
-                    self.cond.notify_one();
+                if let Some(notify) = notify {
+                    self.notify(notify);
                 }
             }
             Err(waker) => {
-                bump(reg.cell);
+                bump(reg.cell());
                 drop(inner);
                 waker.wake();
             }
@@ -387,6 +497,10 @@ impl Driver {
                 bump(gens.cell(key));
                 buf.push(waker);
             });
+            if done {
+                let next = wheel.next_expiration().unwrap_or(NEVER);
+                self.earliest.store(next, Ordering::Relaxed);
+            }
             drop(guard);
             fired += buf.len();
             for waker in buf.drain(..) {
@@ -413,6 +527,81 @@ impl Driver {
         target
     }
 
+    /// Whether a timer may be due (a cheap check without the lock, for busy workers: it may
+    /// say yes when nothing is, never no when something was due before the last firing).
+    #[cfg_attr(any(loom, shuttle), allow(dead_code))]
+    pub(crate) fn may_be_due(&self) -> bool {
+        let earliest = self.earliest.load(Ordering::Relaxed);
+        earliest != NEVER && earliest <= self.now_tick()
+    }
+
+    /// Fires every timer due now (see [`fire_due`](Self::fire_due)).
+    #[cfg_attr(any(loom, shuttle), allow(dead_code))]
+    pub(crate) fn fire_due_now(&self) -> usize {
+        let mut buf = Vec::new();
+        self.fire_due(self.now_tick(), &mut buf)
+    }
+
+    /// A pool's worker `index` is about to sleep: it becomes the keeper of the timers unless
+    /// another worker is, and learns how long it may sleep (see the module docs).
+    #[cfg_attr(any(loom, shuttle), allow(dead_code))]
+    pub(crate) fn keep(&self, index: usize) -> Keep {
+        match self.keep_at(index, &SystemClock) {
+            None => Keep::Other,
+            Some(NEVER) => Keep::Wait(None),
+            Some(target) if target <= self.now_tick() => Keep::Due,
+            Some(target) => {
+                let at = self.origin.checked_add(Duration::from_millis(target));
+                Keep::Wait(at.map(|at| at.saturating_duration_since(Instant::now())))
+            }
+        }
+    }
+
+    /// [`keep`](Self::keep) on `clock`: `None` if another worker keeps the timers, else the
+    /// tick to sleep until ([`NEVER`]: until woken), which is due at once if it is not after
+    /// `clock`'s current tick.
+    fn keep_at(&self, index: usize, clock: &impl Clock) -> Option<u64> {
+        let mut inner = self.lock();
+        if self.closed.load(Ordering::Relaxed) {
+            return None;
+        }
+        match inner.keeper {
+            Some(keeper) if keeper != index => return None,
+            _ => inner.keeper = Some(index),
+        }
+        let target = inner.wheel.next_expiration().unwrap_or(NEVER);
+        if target > clock.now_tick(self) {
+            inner.sleep_until = target;
+        }
+        Some(target)
+    }
+
+    /// Worker `index` woke up: if it kept the timers, nobody does now, so the next registration
+    /// wakes a parked worker to keep them.
+    #[cfg_attr(any(loom, shuttle), allow(dead_code))]
+    pub(crate) fn leave(&self, index: usize) {
+        let mut inner = self.lock();
+        if inner.keeper == Some(index) {
+            inner.keeper = None;
+            inner.sleep_until = NEVER;
+        }
+    }
+
+    /// The pool shut down: wakes every pending timer and refuses new ones. A `Sleep` woken
+    /// here before its deadline registers again with the global driver.
+    #[cfg_attr(any(loom, shuttle), allow(dead_code))]
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let mut buf = Vec::new();
+        self.fire_due(MAX_TICK, &mut buf);
+        self.lock().keeper = None;
+    }
+
+    /// Whether the pool of this driver has shut down (see [`close`](Self::close)).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     /// The driver thread's body.
     fn run(&self) -> ! {
         let clock = SystemClock;
@@ -422,23 +611,24 @@ impl Driver {
             self.park(&clock);
         }
     }
+}
 
-    #[cfg(not(loom))]
-    fn spawn_thread(&'static self) -> std::io::Result<()> {
-        // `crate::loom::thread` has no `Builder`, which naming the thread needs. Under loom the
-        // driver thread is never spawned (models use `Driver::new_manual`), so this is the only
-        // place that cannot go through `crate::loom`.
-        std::thread::Builder::new()
-            .name("coro-timer".into())
-            .spawn(move || self.run())
-            .map(drop)
-    }
+/// Starts the global driver's thread (the only driver with `ThreadState::NotStarted`).
+#[cfg(not(loom))]
+fn spawn_thread() -> std::io::Result<()> {
+    // `crate::loom::thread` has no `Builder`, which naming the thread needs. Under loom the
+    // driver thread is never spawned (models use `Driver::new_manual`), so this is the only
+    // place that cannot go through `crate::loom`.
+    std::thread::Builder::new()
+        .name("coro-timer".into())
+        .spawn(|| global().run())
+        .map(drop)
+}
 
-    #[cfg(loom)]
-    fn spawn_thread(&'static self) -> std::io::Result<()> {
-        crate::loom::thread::spawn(move || self.run());
-        Ok(())
-    }
+#[cfg(loom)]
+fn spawn_thread() -> std::io::Result<()> {
+    crate::loom::thread::spawn(|| global().run());
+    Ok(())
 }
 
 /// The process-wide driver, created on first use; its thread starts on the first registration.
@@ -447,10 +637,22 @@ impl Driver {
 /// never touched in loom models (they build their own `Driver`).
 pub(crate) fn global() -> &'static Driver {
     static GLOBAL: OnceLock<Driver> = OnceLock::new();
-    GLOBAL.get_or_init(|| Driver::new(ThreadState::NotStarted))
+    GLOBAL.get_or_init(|| Driver::new(ThreadState::NotStarted, None))
 }
 
-/// The number of timers currently registered in the global timer wheel.
+/// Every pool's driver still alive, for [`pending_timers`].
+static POOL_DRIVERS: std::sync::Mutex<Vec<std::sync::Weak<Driver>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Lists a new pool's driver for [`pending_timers`] (dropping the entries of dead ones).
+#[cfg_attr(any(loom, shuttle), allow(dead_code))]
+pub(crate) fn register_driver(driver: &std::sync::Arc<Driver>) {
+    let mut drivers = POOL_DRIVERS.lock().unwrap_or_else(PoisonError::into_inner);
+    drivers.retain(|d| d.strong_count() > 0);
+    drivers.push(std::sync::Arc::downgrade(driver));
+}
+
+/// The number of timers currently registered, in the global timer wheel and in every pool's.
 ///
 /// A [`Sleep`](super::Sleep) is registered from its first `Pending` poll until it fires, is
 /// dropped or is reset to an elapsed deadline; a `Sleep` that was never polled, or that found its
@@ -475,7 +677,13 @@ pub(crate) fn global() -> &'static Driver {
 /// # let _ = before;
 /// ```
 pub fn pending_timers() -> usize {
-    global().pending()
+    let pools: Vec<_> = POOL_DRIVERS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .collect();
+    global().pending() + pools.iter().map(|d| d.pending()).sum::<usize>()
 }
 
 #[cfg(all(test, loom))]
@@ -548,6 +756,45 @@ mod tests {
             assert!(early.has_fired());
             assert!(!late.has_fired());
             assert_eq!(driver.pending(), 1);
+        });
+    }
+
+    /// A pool's driver: worker 0 keeps the timers, sleeping (on a parker, as a worker does)
+    /// until its target tick, while another thread registers an earlier timer. If the
+    /// registration could slip between the keeper computing its target and sleeping, the keeper
+    /// would sleep forever on the late target (a loom deadlock) instead of coming back for the
+    /// early timer. The keeper's wake-up goes through the pool's kick, which unparks it.
+    #[test]
+    fn loom_earlier_registration_wakes_the_pools_keeper() {
+        loom::model(|| {
+            let parker = Arc::new(crate::pool::park::Parker::new());
+            let kicked = parker.clone();
+            let driver: &'static Driver = Box::leak(Box::new(Driver::for_pool(Box::new(
+                // One worker: the keeper and "any parked worker" are the same.
+                move |_kick| kicked.unpark(),
+            ))));
+            let clock = ModelClock {
+                now: 0,
+                times_out_by: 5,
+            };
+            // A late timer first (its kick leaves a token: the first sleep may end at once).
+            driver.register(1000, Waker::noop().clone()).unwrap();
+            let registrant = thread::spawn(move || driver.register(5, Waker::noop().clone()));
+            loop {
+                let target = driver
+                    .keep_at(0, &clock)
+                    .expect("worker 0 keeps the timers");
+                if target <= clock.times_out_by {
+                    // A timed sleep until `target` would end in time for the early timer.
+                    break;
+                }
+                parker.park();
+                driver.leave(0);
+            }
+            let early = registrant.join().unwrap().unwrap();
+            let mut buf = Vec::new();
+            assert_eq!(driver.fire_due(5, &mut buf), 1);
+            assert!(early.has_fired());
         });
     }
 

@@ -1,17 +1,21 @@
 //! Timers: [`sleep()`], [`sleep_until`] and the [`Sleep`] future they return.
 //!
-//! Timers are executor-agnostic: a single global thread named `coro-timer`, started by the first
-//! timer that has to wait, wakes them, so a [`Sleep`] works on the work-stealing pool, on a
-//! hand-written single-threaded executor or under `block_on` alike.
+//! Timers are executor-agnostic, and kept where they are polled: a [`Sleep`] polled on a worker
+//! of a [`ThreadPool`](crate::ThreadPool) joins that pool's timer wheel, which the pool's parked
+//! workers sleep on (one of them waits, in the OS poll or on its condvar, until the next
+//! deadline; busy workers fire what is due as they go), so timers need no thread of their own
+//! and their wake-ups land on the pool's workers. Polled anywhere else (a hand-written
+//! executor, `block_on`), it joins the global wheel, which a thread named `coro-timer`, started
+//! by the first timer that has to wait there, keeps.
 //!
 //! # Map of the module
 //!
 //! - `wheel.rs`: the hierarchical timing wheel, a pure data structure (6 levels x 64 slots,
 //!   1 ms ticks, O(1) insert/cancel/reset, 32 bytes per entry). Its module docs give the
 //!   placement and cascading invariants.
-//! - `driver.rs`: the wheel of wakers behind a mutex, the `coro-timer` thread (sleeps until the
-//!   next expiry; an earlier registration wakes it), the lock-free "has it fired?" generation
-//!   counters, and [`pending_timers`].
+//! - `driver.rs`: the wheel of wakers behind a mutex; who sleeps until its next expiry (a
+//!   pool's keeper worker, or the global `coro-timer` thread) and how an earlier registration
+//!   wakes it; the lock-free "has it fired?" generation counters; and [`pending_timers`].
 //! - `sleep.rs`: the [`Sleep`] future, [`sleep()`] and [`sleep_until`].
 //!
 //! Guarantees: a `Sleep` never completes before `Instant::now() >= deadline`, and normally
@@ -36,5 +40,8 @@ mod driver;
 mod sleep;
 mod wheel;
 
+// The pools' side of their timers; the models have no pool timers.
 pub use driver::pending_timers;
+#[cfg_attr(any(loom, shuttle), allow(unused_imports))]
+pub(crate) use driver::{Driver, Keep, Kick, register_driver};
 pub use sleep::{Sleep, sleep, sleep_until};

@@ -3,10 +3,10 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use super::driver::{Driver, Registration, global};
+use super::driver::{Driver, Refused, Registration, global};
 
 /// Waits until `duration` has elapsed.
 ///
@@ -14,8 +14,9 @@ use super::driver::{Driver, Registration, global};
 /// is called, not when the future is first polled. A duration too large to add to the current
 /// instant means "about 30 years", which is in practice never.
 ///
-/// The returned [`Sleep`] works under any executor: it is woken by the global `coro-timer`
-/// thread, not by the executor that polls it.
+/// The returned [`Sleep`] works under any executor. Polled on a worker of a thread pool, it is
+/// kept by that pool's timers, which its parked workers sleep on; polled anywhere else, by the
+/// global `coro-timer` thread.
 ///
 /// # Example
 ///
@@ -49,7 +50,11 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// assert!(Instant::now() >= deadline);
 /// ```
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    Sleep::new_in(global(), deadline)
+    Sleep {
+        driver: DriverRef::Unchosen,
+        deadline,
+        state: State::Idle,
+    }
 }
 
 /// About 30 years from `now`: what an unrepresentable deadline is clamped to.
@@ -61,8 +66,8 @@ fn far_future(now: Instant) -> Instant {
 /// A future that completes at a deadline; made by [`sleep`] and [`sleep_until`].
 ///
 /// `Sleep` is lazy: it does nothing until first polled. The first `Pending` poll registers it in
-/// the global timer wheel (see [`pending_timers`](super::pending_timers)); dropping it before
-/// it fires removes it at once. Re-polling with a different waker replaces the stored waker, so
+/// a timer wheel (see [`pending_timers`](super::pending_timers)): the wheel of the pool whose
+/// worker polls it, or the global one; dropping it before it fires removes it at once. Re-polling with a different waker replaces the stored waker, so
 /// a `Sleep` moved between tasks wakes the task that polled it last.
 ///
 /// Once it has completed, further polls keep returning `Ready` (until [`Sleep::reset`] re-arms
@@ -86,10 +91,40 @@ fn far_future(now: Instant) -> Instant {
 /// });
 /// ```
 pub struct Sleep {
-    driver: &'static Driver,
+    driver: DriverRef,
     /// The caller's deadline, not rounded: also checked directly against `Instant::now()`.
     deadline: Instant,
     state: State,
+}
+
+/// The driver a `Sleep` registers with; held, so that it outlives the registration.
+enum DriverRef {
+    /// Chosen at the first registration: the polling worker's pool's, or the global one.
+    Unchosen,
+    Static(&'static Driver),
+    Pool(std::sync::Arc<Driver>),
+}
+
+impl DriverRef {
+    /// The driver chosen; only called once a registration chose one.
+    fn get(&self) -> &Driver {
+        match self {
+            DriverRef::Unchosen => unreachable!("a registered Sleep has chosen its driver"),
+            DriverRef::Static(driver) => driver,
+            DriverRef::Pool(driver) => driver,
+        }
+    }
+
+    /// The driver to register with, choosing it if that has not happened yet.
+    fn choose(&mut self) -> &Driver {
+        if let DriverRef::Unchosen = self {
+            *self = match crate::pool::current_timer_driver() {
+                Some(pool) => DriverRef::Pool(pool),
+                None => DriverRef::Static(global()),
+            };
+        }
+        self.get()
+    }
 }
 
 /// Invariant: a registered wheel entry exists only in `State::Registered` (and only until it
@@ -105,9 +140,11 @@ enum State {
 }
 
 impl Sleep {
+    /// A `Sleep` that registers with `driver` (tests; the others choose at registration).
+    #[cfg(test)]
     pub(crate) fn new_in(driver: &'static Driver, deadline: Instant) -> Self {
         Self {
-            driver,
+            driver: DriverRef::Static(driver),
             deadline,
             state: State::Idle,
         }
@@ -145,7 +182,7 @@ impl Sleep {
     pub fn is_elapsed(&self) -> bool {
         match &self.state {
             State::Done => true,
-            State::Registered(reg) if reg.has_fired() => true,
+            State::Registered(reg) if reg.has_fired() && !self.driver.get().is_closed() => true,
             _ => Instant::now() >= self.deadline,
         }
     }
@@ -172,7 +209,8 @@ impl Sleep {
     pub fn reset(&mut self, deadline: Instant) {
         self.deadline = deadline;
         if let State::Registered(reg) = &self.state {
-            if self.driver.reset(reg, self.driver.tick_for(deadline)) {
+            let driver = self.driver.get();
+            if driver.reset(reg, driver.tick_for(deadline)) {
                 return;
             }
         }
@@ -182,9 +220,44 @@ impl Sleep {
     /// Completes the `Sleep`, removing any wheel entry.
     fn complete(&mut self) -> Poll<()> {
         if let State::Registered(reg) = std::mem::replace(&mut self.state, State::Done) {
-            self.driver.deregister(&reg);
+            self.driver.get().deregister(&reg);
         }
         Poll::Ready(())
+    }
+
+    /// The registration fired: done, unless its driver fired it early because its pool shut
+    /// down, in which case the global driver takes the timer over.
+    fn fired(&mut self, waker: &Waker) -> Poll<()> {
+        if self.driver.get().is_closed() && Instant::now() < self.deadline {
+            self.driver = DriverRef::Static(global());
+            return self.register(waker);
+        }
+        self.state = State::Done;
+        Poll::Ready(())
+    }
+
+    /// Files the timer with its driver for `waker`: `Pending` once filed, `Ready` if the driver
+    /// has passed the deadline already.
+    fn register(&mut self, waker: &Waker) -> Poll<()> {
+        let driver = self.driver.choose();
+        let tick = driver.tick_for(self.deadline);
+        match driver.register(tick, waker.clone()) {
+            Ok(reg) => {
+                self.state = State::Registered(reg);
+                Poll::Pending
+            }
+            Err(Refused::Expired(waker)) => {
+                drop(waker);
+                self.state = State::Done;
+                Poll::Ready(())
+            }
+            Err(Refused::Closed(waker)) => {
+                // The pool whose timers this was to join has shut down: the global driver
+                // (which never closes) keeps it instead.
+                self.driver = DriverRef::Static(global());
+                self.register(&waker)
+            }
+        }
     }
 }
 
@@ -198,18 +271,14 @@ impl Future for Sleep {
             State::Registered(reg) => {
                 if reg.has_fired() {
                     // Fast path, no lock: the entry is already freed (see driver.rs).
-                    this.state = State::Done;
-                    return Poll::Ready(());
+                    return this.fired(cx.waker());
                 }
                 if Instant::now() >= this.deadline {
                     // Due, but the driver has not got to it yet: no need to wait for it.
                     return this.complete();
                 }
-                match this.driver.poll_registered(reg, cx.waker()) {
-                    Poll::Ready(()) => {
-                        this.state = State::Done;
-                        Poll::Ready(())
-                    }
+                match this.driver.get().poll_registered(reg, cx.waker()) {
+                    Poll::Ready(()) => this.fired(cx.waker()),
                     Poll::Pending => Poll::Pending,
                 }
             }
@@ -218,19 +287,7 @@ impl Future for Sleep {
                     this.state = State::Done;
                     return Poll::Ready(());
                 }
-                let tick = this.driver.tick_for(this.deadline);
-                match this.driver.register(tick, cx.waker().clone()) {
-                    Ok(reg) => {
-                        this.state = State::Registered(reg);
-                        Poll::Pending
-                    }
-                    Err(waker) => {
-                        // The driver has already seen that tick pass.
-                        drop(waker);
-                        this.state = State::Done;
-                        Poll::Ready(())
-                    }
-                }
+                this.register(cx.waker())
             }
         }
     }
@@ -239,7 +296,7 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         if let State::Registered(reg) = &self.state {
-            self.driver.deregister(reg);
+            self.driver.get().deregister(reg);
         }
     }
 }
@@ -359,9 +416,10 @@ mod tests {
 
     #[test]
     fn sleep_is_small() {
-        // &Driver + Instant + the registration; no per-Sleep allocation.
+        // The driver (global, or a pool's `Arc`) + Instant + the registration; no per-Sleep
+        // allocation.
         assert!(
-            size_of::<Sleep>() <= 56,
+            size_of::<Sleep>() <= 64,
             "Sleep is {} bytes",
             size_of::<Sleep>()
         );
