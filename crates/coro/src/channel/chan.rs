@@ -27,12 +27,25 @@
 //!   once and ahead of everything sent after it. That may take the buffer past its capacity for
 //!   a while; sends wait until it is back under.
 //!
+//! - An unbounded channel buffers in a lock-free queue (`concurrent-queue`, as async-channel
+//!   does) instead: while no receive waits, a send pushes there and a receive pops there without
+//!   the lock, so producers and consumers on different workers do not meet on the mutex for
+//!   every value. A receive that finds the queue empty queues under the lock as above; a send
+//!   that sees receives waiting delivers under the lock, feeding them what the queue holds
+//!   first, so one sender's values stay in order. The two meet as a Dekker pair: a send pushes,
+//!   fences, and reads `waiting_recvs`; a queuing receive stores it, fences, and looks at the
+//!   queue again; at least one of them sees the other. Closing closes the queue under the lock,
+//!   so a push either lands before the close (and is drained like any buffered value) or fails.
+//!   Values given back by dropped receives still go to the front of `State::buffer`, which
+//!   receives take first (`given_back` says when it holds any).
+//!
 //! Wakers are woken, and values dropped, only after the mutex is released: both may run user
 //! code, which may use this channel again.
 
 use super::handoff::{Handoff, HandoffPtr};
 use crate::sync::waiters::{Key, WaitList, WaiterState, WakeList};
-use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::*};
+use concurrent_queue::{ConcurrentQueue, PushError};
+use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::*, fence};
 use coro_executor::loom::sync::{Mutex, MutexGuard};
 use std::collections::VecDeque;
 use std::task::{Poll, Waker};
@@ -53,6 +66,14 @@ pub(crate) struct Chan<T> {
     /// reporting `Closed` (the value may come back, if its receive is dropped), and the close
     /// releases waiting receives only once nothing is in flight (see `value_taken`).
     in_flight: AtomicUsize,
+    /// An unbounded channel's buffer (see the module docs); `None` for bounded ones.
+    queue: Option<ConcurrentQueue<T>>,
+    /// Unbounded: receives queued in `State::recv_waiters`, for sends that look without the
+    /// lock. Written under the lock.
+    waiting_recvs: AtomicUsize,
+    /// Unbounded: values in `State::buffer` (given back by dropped receives), which receives
+    /// must take before the queue's. Written under the lock.
+    given_back: AtomicUsize,
 }
 
 /// The closed bit of `Chan::in_flight`.
@@ -109,7 +130,51 @@ impl<T> Chan<T> {
             senders: AtomicUsize::new(1),
             receivers: AtomicUsize::new(1),
             in_flight: AtomicUsize::new(0),
+            queue: capacity.is_none().then(ConcurrentQueue::unbounded),
+            waiting_recvs: AtomicUsize::new(0),
+            given_back: AtomicUsize::new(0),
         }
+    }
+
+    /// Unbounded: publishes how many receives wait and how many values were given back, after
+    /// a change under the lock. SeqCst: one side of the Dekker pair of the module docs.
+    fn publish_counts(&self, state: &State<T>) {
+        if self.queue.is_some() {
+            self.waiting_recvs.store(state.recv_waiters.len(), SeqCst);
+            self.given_back.store(state.buffer.len(), SeqCst);
+        }
+    }
+
+    /// Unbounded: hands values to waiting receives, given-back ones first, then the queue's.
+    fn feed_waiters(&self, state: &mut State<T>, wakes: &mut WakeList) {
+        let Some(queue) = &self.queue else { return };
+        while let Some(receiver) = state.recv_waiters.front() {
+            let value = match state.buffer.pop_front() {
+                Some(value) => value,
+                None => match queue.pop() {
+                    Ok(value) => value,
+                    Err(_) => break,
+                },
+            };
+            self.hand_over(state, receiver, Some(value), wakes);
+        }
+        self.publish_counts(state);
+    }
+
+    /// Unbounded: a send that found receives waiting, or saw them appear after it pushed:
+    /// under the lock, feeds them what is buffered.
+    fn feed_waiters_locked(&self) {
+        let mut wakes = WakeList::default();
+        {
+            let mut state = self.lock();
+            self.feed_waiters(&mut state, &mut wakes);
+        }
+        wakes.wake_all();
+    }
+
+    /// Whether nothing is buffered (in `State::buffer` or an unbounded channel's queue).
+    fn buffer_is_empty(&self, state: &State<T>) -> bool {
+        state.buffer.is_empty() && self.queue.as_ref().is_none_or(ConcurrentQueue::is_empty)
     }
 
     /// The state. A panic never leaves it half-changed (user code runs only outside the lock,
@@ -149,6 +214,24 @@ impl<T> Chan<T> {
     /// Puts `value` in the channel: into the first waiting receive's handoff, else the buffer.
     /// The caller has checked that it may.
     fn deliver(&self, state: &mut State<T>, value: T, wakes: &mut WakeList) {
+        if let Some(queue) = &self.queue {
+            // What the queue holds goes first: it may be this sender's earlier values.
+            self.feed_waiters(state, wakes);
+            match state.recv_waiters.front() {
+                Some(receiver) => {
+                    self.hand_over(state, receiver, Some(value), wakes);
+                    self.publish_counts(state);
+                }
+                // The caller saw the channel open under this lock, and the queue is only
+                // closed under it, with the channel: the push cannot fail.
+                None => {
+                    if queue.push(value).is_err() {
+                        unreachable!("an unbounded channel's queue is closed only with it");
+                    }
+                }
+            }
+            return;
+        }
         match state.recv_waiters.front() {
             // A receive waits only while the buffer is empty: hand the value over.
             Some(receiver) => self.hand_over(state, receiver, Some(value), wakes),
@@ -178,6 +261,22 @@ impl<T> Chan<T> {
     /// Sends the value in `value` now (taking it), or queues with `waker` (or reports `Full`
     /// when there is none). Waiting sends go first: a new one never overtakes them.
     pub(crate) fn start_send(&self, value: &mut Option<T>, waker: Option<&Waker>) -> SendAttempt {
+        if let Some(queue) = &self.queue {
+            if self.waiting_recvs.load(SeqCst) == 0 {
+                let taken = value.take().expect("a coro::channel send without a value");
+                if let Err(PushError::Closed(back) | PushError::Full(back)) = queue.push(taken) {
+                    *value = Some(back);
+                    return SendAttempt::Closed;
+                }
+                // The Dekker pair of the module docs: a receive that queued meanwhile and did
+                // not see this value is seen here, and fed under the lock.
+                fence(SeqCst);
+                if self.waiting_recvs.load(SeqCst) != 0 {
+                    self.feed_waiters_locked();
+                }
+                return SendAttempt::Sent;
+            }
+        }
         let mut wakes = WakeList::default();
         let attempt = {
             let mut state = self.lock();
@@ -266,14 +365,35 @@ impl<T> Chan<T> {
         handoff: Option<&Handoff<T>>,
         waker: Option<&Waker>,
     ) -> RecvAttempt<T> {
+        if let Some(queue) = &self.queue {
+            // No lock while nobody waits (a newcomer does not overtake waiting receives) and
+            // nothing was given back (which goes first).
+            if self.waiting_recvs.load(SeqCst) == 0 && self.given_back.load(SeqCst) == 0 {
+                if let Ok(value) = queue.pop() {
+                    return RecvAttempt::Received(value);
+                }
+            }
+        }
         let mut wakes = WakeList::default();
         let attempt = {
             let mut state = self.lock();
-            if let Some(value) = state.buffer.pop_front() {
+            let unqueued = match state.buffer.pop_front() {
+                Some(value) => Some(value),
+                // Waiting receives come first for the queue's values.
+                None if state.recv_waiters.is_empty() => {
+                    self.queue.as_ref().and_then(|queue| queue.pop().ok())
+                }
+                None => None,
+            };
+            if let Some(value) = unqueued {
                 // Room was made for a waiting send.
                 self.grant_senders(&mut state, &mut wakes);
+                self.publish_counts(&state);
                 RecvAttempt::Received(value)
-            } else if state.closed && self.in_flight.load(Acquire) & !CLOSED == 0 {
+            } else if state.closed
+                && self.buffer_is_empty(&state)
+                && self.in_flight.load(Acquire) & !CLOSED == 0
+            {
                 RecvAttempt::Closed
             } else if let (Some(handoff), Some(waker)) = (handoff, waker) {
                 let waker = waker.clone();
@@ -281,6 +401,13 @@ impl<T> Chan<T> {
                 let key = state.recv_waiters.push_back(handoff.as_ptr(), waker);
                 // On a rendezvous channel a waiting receive is what a send waits for.
                 self.grant_senders(&mut state, &mut wakes);
+                if self.queue.is_some() {
+                    // The other side of the Dekker pair: published, fenced, then the queue is
+                    // looked at again (a value pushed meanwhile goes to the first waiter).
+                    self.publish_counts(&state);
+                    fence(SeqCst);
+                    self.feed_waiters(&mut state, &mut wakes);
+                }
                 RecvAttempt::Queued(key)
             } else {
                 RecvAttempt::Empty
@@ -341,10 +468,14 @@ impl<T> Chan<T> {
     /// On a closed channel with nothing buffered or in flight, grants every waiting receive
     /// "closed".
     fn release_if_drained(&self, state: &mut State<T>, wakes: &mut WakeList) {
-        if state.closed && state.buffer.is_empty() && self.in_flight.load(Acquire) & !CLOSED == 0 {
+        if state.closed
+            && self.buffer_is_empty(state)
+            && self.in_flight.load(Acquire) & !CLOSED == 0
+        {
             while let Some(receiver) = state.recv_waiters.front() {
                 self.hand_over(state, receiver, None, wakes);
             }
+            self.publish_counts(state);
         }
     }
 
@@ -359,6 +490,7 @@ impl<T> Chan<T> {
                 // Still queued (a grant is only made under this lock).
                 None => {
                     state.recv_waiters.remove(key);
+                    self.publish_counts(&state);
                     None
                 }
                 Some(None) => None,
@@ -366,7 +498,7 @@ impl<T> Chan<T> {
                     // No longer in flight: it goes to the next waiting receive (in flight
                     // again), back to the buffer, or nowhere.
                     self.in_flight.fetch_sub(1, AcqRel);
-                    if let Some(next) = state.recv_waiters.front() {
+                    let orphan = if let Some(next) = state.recv_waiters.front() {
                         self.hand_over(&mut state, next, Some(value), &mut wakes);
                         None
                     } else if self.receivers.load(Acquire) == 0 {
@@ -374,7 +506,9 @@ impl<T> Chan<T> {
                     } else {
                         state.buffer.push_front(value);
                         None
-                    }
+                    };
+                    self.publish_counts(&state);
+                    orphan
                 }
             }
         };
@@ -393,6 +527,11 @@ impl<T> Chan<T> {
             } else {
                 state.closed = true;
                 self.in_flight.fetch_or(CLOSED, AcqRel);
+                if let Some(queue) = &self.queue {
+                    // Under the lock: a push either landed before (and is drained like any
+                    // buffered value) or fails, and its send reports the close.
+                    queue.close();
+                }
                 while let Some(sender) = state.send_waiters.front() {
                     // Granted to learn of the close; counted like any grant until it does.
                     state.send_waiters.grant(sender, &mut wakes);
@@ -413,7 +552,7 @@ impl<T> Chan<T> {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.lock().buffer.len()
+        self.lock().buffer.len() + self.queue.as_ref().map_or(0, ConcurrentQueue::len)
     }
 
     pub(crate) fn add_sender(&self) {
@@ -436,7 +575,11 @@ impl<T> Chan<T> {
     pub(crate) fn drop_receiver(&self) {
         if self.receivers.fetch_sub(1, AcqRel) == 1 {
             self.close();
-            let buffered = std::mem::take(&mut self.lock().buffer);
+            let mut buffered = std::mem::take(&mut self.lock().buffer);
+            if let Some(queue) = &self.queue {
+                // Closed: nothing can be pushed any more.
+                buffered.extend(queue.try_iter());
+            }
             drop(buffered);
         }
     }

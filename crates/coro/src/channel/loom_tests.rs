@@ -25,6 +25,12 @@
 //!   while the value could still come back).
 //! - `loom_oneshot_send_races_receiver_drop`: the value is received or comes back to the
 //!   sender, never both and never neither.
+//! - `loom_channel_unbounded_lock_free_send_races_queuing_receive`: an unbounded channel's
+//!   lock-free push racing a receive that finds the queue empty and queues: the Dekker pair
+//!   (push, fence, look for waiters; queue, fence, look at the queue) never leaves the receive
+//!   waiting beside a pushed value, and one sender's two values arrive in order.
+//! - `loom_channel_unbounded_close_races_send_and_receive`: `close` racing a lock-free push and
+//!   a receive: the value is received, or the send fails with it; never sent and lost.
 
 use super::{RecvError, SendError, TryRecvError, bounded, oneshot, unbounded};
 use coro_executor::loom::sync::Arc;
@@ -205,4 +211,40 @@ fn loom_channel_close_races_taking_a_handed_value() {
 /// A receive that owns its receiver, so that it can move to another thread.
 async fn rx_recv_owned(rx: Arc<super::Receiver<u32>>) -> Result<u32, RecvError> {
     rx.recv().await
+}
+
+#[test]
+fn loom_channel_unbounded_lock_free_send_races_queuing_receive() {
+    loom::model(|| {
+        let (tx, rx) = unbounded::<u32>();
+        let sender = thread::spawn(move || {
+            block_on(tx.send(1)).unwrap();
+            block_on(tx.send(2)).unwrap();
+        });
+        assert_eq!(block_on(rx.recv()), Ok(1));
+        assert_eq!(block_on(rx.recv()), Ok(2));
+        sender.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_channel_unbounded_close_races_send_and_receive() {
+    loom::model(|| {
+        let (tx, rx) = unbounded::<u32>();
+        let rx = Arc::new(rx);
+        let closer = {
+            let rx = rx.clone();
+            thread::spawn(move || {
+                rx.close();
+            })
+        };
+        let sent = block_on(tx.send(5));
+        closer.join().unwrap();
+        let received = block_on(rx.recv());
+        match (sent, received) {
+            (Ok(()), Ok(5)) => {}
+            (Err(SendError(5)), Err(RecvError)) => {}
+            other => panic!("delivered once or given back, got {other:?}"),
+        }
+    });
 }
