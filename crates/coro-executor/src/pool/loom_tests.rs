@@ -635,8 +635,9 @@ impl ModelWorker {
             }
         }
         let (victim, polls) = held_next?;
-        wait_next_slot_grace();
-        if remotes[victim].owner_polls() != polls {
+        if wait_next_slot_grace(|| remotes[victim].owner_polls() != polls)
+            || remotes[victim].owner_polls() != polls
+        {
             return None;
         }
         remotes[victim].take_next().map(Found::Task)
