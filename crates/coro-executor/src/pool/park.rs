@@ -29,20 +29,23 @@ impl Parker {
         }
     }
 
-    /// Blocks until [`unpark`](Self::unpark) is called, or returns at once if it was called since
-    /// the last `park`. May not return spuriously.
-    pub(crate) fn park(&self) {
-        // Fast path: a token is waiting.
-        if self
-            .state
+    /// Takes a waiting token, if there is one.
+    fn take_token(&self) -> bool {
+        self.state
             .compare_exchange(NOTIFIED, EMPTY, Acquire, Acquire)
             .is_ok()
-        {
-            return;
+    }
+
+    /// The way into a sleep on the condvar: `None` if a token was waiting (taken), else the
+    /// lock, with the state moved to `PARKED` under it.
+    fn begin_sleep(&self) -> Option<crate::loom::sync::MutexGuard<'_, ()>> {
+        // Fast path: a token is waiting.
+        if self.take_token() {
+            return None;
         }
-        let mut guard = self.lock.lock().unwrap();
+        let guard = self.lock.lock().unwrap();
         match self.state.compare_exchange(EMPTY, PARKED, Acquire, Acquire) {
-            Ok(_) => {}
+            Ok(_) => Some(guard),
             Err(NOTIFIED) => {
                 // Notified between the fast path and taking the lock. A swap, not a store: a
                 // second unpark may have landed on the token since the failed exchange read it,
@@ -50,19 +53,23 @@ impl Parker {
                 // erased it unread, so what it published, such as shutdown, could stay unseen:
                 // found by loom at 3 preemptions).
                 self.state.swap(EMPTY, Acquire);
-                return;
+                None
             }
             Err(actual) => panic!("inconsistent parker state {actual}: parked twice"),
         }
+    }
+
+    /// Blocks until [`unpark`](Self::unpark) is called, or returns at once if it was called since
+    /// the last `park`. May not return spuriously.
+    pub(crate) fn park(&self) {
+        let Some(mut guard) = self.begin_sleep() else {
+            return;
+        };
         loop {
             guard = self.condvar.wait(guard).unwrap();
             // Only a real notification moves PARKED to NOTIFIED; condvar wake-ups without it are
             // spurious and go back to sleep.
-            if self
-                .state
-                .compare_exchange(NOTIFIED, EMPTY, Acquire, Acquire)
-                .is_ok()
-            {
+            if self.take_token() {
                 return;
             }
         }
@@ -72,23 +79,9 @@ impl Parker {
     /// arrives later is kept for the next park).
     #[cfg_attr(any(loom, shuttle), allow(dead_code))]
     pub(crate) fn park_timeout(&self, timeout: std::time::Duration) {
-        if self
-            .state
-            .compare_exchange(NOTIFIED, EMPTY, Acquire, Acquire)
-            .is_ok()
-        {
+        let Some(mut guard) = self.begin_sleep() else {
             return;
-        }
-        let mut guard = self.lock.lock().unwrap();
-        match self.state.compare_exchange(EMPTY, PARKED, Acquire, Acquire) {
-            Ok(_) => {}
-            Err(NOTIFIED) => {
-                // A swap, as in `park`: it reads every unpark merged into the token.
-                self.state.swap(EMPTY, Acquire);
-                return;
-            }
-            Err(actual) => panic!("inconsistent parker state {actual}: parked twice"),
-        }
+        };
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -96,11 +89,7 @@ impl Parker {
                 break;
             }
             guard = self.condvar.wait_timeout(guard, left).unwrap().0;
-            if self
-                .state
-                .compare_exchange(NOTIFIED, EMPTY, Acquire, Acquire)
-                .is_ok()
-            {
+            if self.take_token() {
                 return;
             }
         }

@@ -1,21 +1,25 @@
-//! What a `coro::spawn` of a small future allocates, checked with a counting global allocator
-//! (hence its own test binary): once, and no more bytes than today's layout. Issue 18 asks for
-//! at most 128 bytes over the future; today it is 208 (the engine's task with its header, 96,
-//! and the Task layer's root: executor slot, trace cell, frame with name and location, context
-//! and flags, 112), which only merging the root's state into the engine's header brings down
-//! (benches/README.md, "What stands in the way"). This test keeps it from growing meanwhile.
+//! What the user path allocates, checked with a counting global allocator (hence its own test
+//! binary; it counts per thread, so the tests may run side by side):
+//! - a `SharedPromise` fulfilled before it handed out any future allocates nothing (DESIGN §9);
+//! - a `coro::spawn` of a small future allocates once, and no more bytes than today's layout.
+//!   Issue 18 asks for at most 128 bytes over the future; today it is 208 (the engine's task
+//!   with its header, 96, and the Task layer's root: executor slot, trace cell, frame with name
+//!   and location, context and flags, 112), which only merging the root's state into the
+//!   engine's header brings down (benches/README.md, "What stands in the way"). The test keeps
+//!   it from growing meanwhile.
 
+use coro::sync::SharedPromise;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-/// The system allocator, counting the allocations and bytes each thread asks for.
+/// The system allocator, counting the allocations each thread makes and the bytes they ask for.
 struct Counting;
 
 thread_local! {
     static COUNTS: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
 }
 
-fn count(bytes: usize) {
+fn count_one(bytes: usize) {
     // `try_with`: allocations can happen while this thread's locals are being torn down.
     let _ = COUNTS.try_with(|c| {
         let (n, b) = c.get();
@@ -23,7 +27,12 @@ fn count(bytes: usize) {
     });
 }
 
-/// Allocations and bytes asked for by this thread so far.
+/// Allocations made by this thread so far.
+fn allocations() -> usize {
+    COUNTS.with(Cell::get).0
+}
+
+/// Allocations made by this thread so far, and the bytes they asked for.
 fn counts() -> (usize, usize) {
     COUNTS.with(Cell::get)
 }
@@ -32,19 +41,19 @@ fn counts() -> (usize, usize) {
 // const-initialised thread-local `Cell`, which never allocates.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size());
+        count_one(layout.size());
         // SAFETY: forwarded with the caller's guarantees.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count(layout.size());
+        count_one(layout.size());
         // SAFETY: forwarded with the caller's guarantees.
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size);
+        count_one(new_size);
         // SAFETY: forwarded with the caller's guarantees.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -57,6 +66,38 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
+
+#[test]
+fn a_promise_fulfilled_before_any_future_allocates_nothing() {
+    // Warm up this thread (its locals, the allocator's first use) outside the measurement.
+    let _ = allocations();
+    drop(std::hint::black_box(Box::new(0u8)));
+
+    let before = allocations();
+    let promise = std::hint::black_box(SharedPromise::<u64>::new());
+    promise.set_value(std::hint::black_box(42)).unwrap();
+    assert!(promise.is_fulfilled());
+    let after = allocations();
+    assert_eq!(
+        after - before,
+        0,
+        "SharedPromise::new + set_value allocated {} time(s)",
+        after - before
+    );
+    drop(promise);
+
+    // Contrast: handing out a future shares the state, which allocates, so the counter counts.
+    let promise = SharedPromise::<u64>::new();
+    let before = allocations();
+    let future = std::hint::black_box(promise.get_future());
+    let after = allocations();
+    assert!(
+        after > before,
+        "get_future did not allocate: the counting allocator is not counting"
+    );
+    promise.set_value(7).unwrap();
+    assert_eq!(coro::block_wait(future), Ok(7));
+}
 
 #[test]
 fn a_spawn_of_a_small_future_allocates_once_at_most_208_bytes_over_it() {
