@@ -1636,7 +1636,7 @@ fn soak() {
     for counter in [&NODES, &LEAVES_STARTED, &LEAVES_SETTLED, &ROUND_PANICS] {
         counter.store(0, SeqCst);
     }
-    // The accounting, the queue waits and the channel figures are the soak's own.
+    // The accounting, the queue waits, the channel and IO figures are the soak's own.
     for counter in [
         &TASKS_SPAWNED,
         &TASKS_COMPLETED,
@@ -1650,6 +1650,7 @@ fn soak() {
         &CHAN_SEND_FAILED,
         &CHAN_SEND_DROPPED,
         &RENDEZVOUS,
+        &IO_ECHOES,
     ] {
         counter.store(0, SeqCst);
     }
@@ -1841,12 +1842,12 @@ fn soak() {
         "\n| date | secs | workers | drivers | seed | rounds | tasks spawned | completed | \
          cancelled | panicked | difference | longest queue wait | p99 queue wait | \
          VmRSS start / middle / end (MiB) | VmHWM start / middle / end (MiB) | \
-         channel values sent = received | live allocations after | load at end |\n\
+         channel values sent = received | TCP echoes | live allocations after | load at end |\n\
          | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | \
-         --- | --- | ---: | ---: | --- |\n\
+         --- | --- | ---: | ---: | ---: | --- |\n\
          | {} | {:.0} | {workers} | {drivers} | {seed} | {soak_rounds} | {spawned} | {completed} | \
          {cancelled} | {panicked} | {difference} | {:.3} ms | {:.3} ms | {} / {} / {} | \
-         {} / {} / {} | {} | {:+} | {load} |",
+         {} / {} / {} | {} | {} | {:+} | {load} |",
         utc_now(),
         elapsed.as_secs_f64(),
         max_queue_wait_us as f64 / 1e3,
@@ -1858,6 +1859,7 @@ fn soak() {
         mib(mem_middle.1),
         mib(mem_end.1),
         CHAN_SENT.load(SeqCst),
+        IO_ECHOES.load(SeqCst),
         allocs_after - allocs_before,
     );
     assert!(
