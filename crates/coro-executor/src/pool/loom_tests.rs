@@ -635,9 +635,8 @@ impl ModelWorker {
             }
         }
         let (victim, polls) = held_next?;
-        if wait_next_slot_grace(|| remotes[victim].owner_polls() != polls)
-            || remotes[victim].owner_polls() != polls
-        {
+        wait_next_slot_grace();
+        if remotes[victim].owner_polls() != polls {
             return None;
         }
         remotes[victim].take_next().map(Found::Task)

@@ -65,30 +65,15 @@ pub(crate) struct Remote {
 #[cfg_attr(any(loom, shuttle), allow(dead_code))]
 pub(crate) const NEXT_SLOT_GRACE: Duration = Duration::from_micros(3);
 
-/// Waits [`NEXT_SLOT_GRACE`] (in a loom or shuttle model: lets the other threads move), or
-/// less: until `moved_on` says the owners being waited for all left the polls they were in
-/// (they run their next-slot tasks themselves then, so there is nothing left to wait for).
-/// Returns whether that happened before the grace ran out.
-pub(crate) fn wait_next_slot_grace(mut moved_on: impl FnMut() -> bool) -> bool {
+/// Waits [`NEXT_SLOT_GRACE`] (in a loom or shuttle model: lets the other threads move).
+pub(crate) fn wait_next_slot_grace() {
     #[cfg(any(loom, shuttle))]
-    {
-        crate::loom::thread::yield_now();
-        moved_on()
-    }
+    crate::loom::thread::yield_now();
     #[cfg(not(any(loom, shuttle)))]
     {
         let start = std::time::Instant::now();
-        loop {
-            // The clock is read once per few spins: a read costs about as much as the check.
-            for _ in 0..8 {
-                if moved_on() {
-                    return true;
-                }
-                std::hint::spin_loop();
-            }
-            if start.elapsed() >= NEXT_SLOT_GRACE {
-                return false;
-            }
+        while start.elapsed() < NEXT_SLOT_GRACE {
+            std::hint::spin_loop();
         }
     }
 }
@@ -444,11 +429,9 @@ impl Shared {
         if held.is_empty() {
             return false;
         }
-        let held_up = |held: &[(&Remote, u64)]| {
-            held.iter()
-                .any(|(r, polls)| r.has_next() && r.owner_polls() == *polls)
-        };
-        !wait_next_slot_grace(|| !held_up(&held)) && held_up(&held)
+        wait_next_slot_grace();
+        held.into_iter()
+            .any(|(r, polls)| r.has_next() && r.owner_polls() == polls)
     }
 
     /// Starts shutdown: no new work is accepted, and every worker is woken to see it.

@@ -392,10 +392,9 @@ impl Worker {
         // The owner usually woke that task just before finishing its poll and runs it next;
         // take it only if the owner is still in the same poll after the grace period.
         drop(core);
+        wait_next_slot_grace();
         let remote = &remotes[victim];
-        if wait_next_slot_grace(|| remote.owner_polls() != polls || !remote.has_next())
-            || remote.owner_polls() != polls
-        {
+        if remote.owner_polls() != polls {
             return None;
         }
         let task = remote.take_next()?;
