@@ -1,6 +1,6 @@
 //! [`cancellable`] and [`safe_point`]: making any wait respond to the current task's token.
 
-use super::{CancellationToken, Cancelled, WaitForCancellation};
+use super::{Cancelled, WaitForCancellation};
 use crate::task::current_cancellation_token;
 use pin_project::pin_project;
 use std::fmt;
@@ -29,8 +29,7 @@ use std::task::{Context, Poll};
 pub fn cancellable<F: Future>(fut: F) -> Cancellable<F> {
     Cancellable {
         fut: Some(fut),
-        token: None,
-        wait: None,
+        watch: Watch::Unread,
     }
 }
 
@@ -45,8 +44,19 @@ pub fn cancellable<F: Future>(fut: F) -> Cancellable<F> {
 pub struct Cancellable<F> {
     #[pin]
     fut: Option<F>,
-    token: Option<CancellationToken>,
-    wait: Option<WaitForCancellation>,
+    watch: Watch,
+}
+
+/// What a [`Cancellable`] knows of its task's token. One field rather than the token and its
+/// wait side by side: the wait holds the token already (a timer or timeout is 16 bytes
+/// smaller for it).
+enum Watch {
+    /// Not polled pending yet: the token is read at the first pending poll.
+    Unread,
+    /// The task's token can never be cancelled: nothing to watch.
+    Never,
+    /// Registered with the token, to be woken by its cancellation.
+    Waiting(WaitForCancellation),
 }
 
 impl<F: Future> Future for Cancellable<F> {
@@ -61,12 +71,19 @@ impl<F: Future> Future for Cancellable<F> {
             this.fut.set(None);
             return Poll::Ready(Ok(value));
         }
-        let token = this.token.get_or_insert_with(current_cancellation_token);
-        if !token.can_be_cancelled() {
-            return Poll::Pending;
+        if let Watch::Unread = this.watch {
+            let token = current_cancellation_token();
+            *this.watch = if token.can_be_cancelled() {
+                Watch::Waiting(token.cancelled())
+            } else {
+                Watch::Never
+            };
         }
-        let wait = this.wait.get_or_insert_with(|| token.cancelled());
-        if token.is_cancellation_requested() || Pin::new(wait).poll(cx).is_ready() {
+        let Watch::Waiting(wait) = this.watch else {
+            return Poll::Pending;
+        };
+        // The wait reports a cancellation requested already without registering.
+        if Pin::new(wait).poll(cx).is_ready() {
             // Dropped now, not when this future is: cancellation releases what it held.
             this.fut.set(None);
             return Poll::Ready(Err(Cancelled));
