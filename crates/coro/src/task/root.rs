@@ -20,14 +20,38 @@ pub(crate) use untraced::{RootTrace, publish_suspension, without_publishing};
 
 /// The future a spawned task runs as: its body, its executor, and where its async stack is
 /// published for task dumps.
-pub(crate) struct Root<F> {
-    /// The executor to make current while polling; `None` on a thread pool, whose workers know
-    /// their pool already. (Holding a handle per task would bump the pool's reference count on
-    /// the spawning worker and drop it on whichever worker completes the task: a contended cache
-    /// line on every spawn.)
-    executor: Option<ExecutorHandle>,
+pub(crate) struct Root<F, E> {
+    /// The executor to make current while polling: an [`ExecutorHandle`], or [`OnPool`] for a
+    /// thread pool's task, whose workers know their pool already. (Holding a handle per pool
+    /// task would cost every task 16 bytes, bump the pool's reference count on the spawning
+    /// worker and drop it on whichever worker completes the task: a contended cache line on
+    /// every spawn.)
+    executor: E,
     trace: RootTrace,
     body: F,
+}
+
+/// A thread pool's task needs no executor of its own in its root (see [`Root::executor`]).
+pub(crate) struct OnPool;
+
+/// What a root makes current while it polls its body.
+pub(crate) trait RootExecutor {
+    /// Makes the executor current until the guard drops (`None`: nothing to make current).
+    fn enter(&self) -> Option<super::context::ExecutorGuard>;
+}
+
+impl RootExecutor for OnPool {
+    #[inline]
+    fn enter(&self) -> Option<super::context::ExecutorGuard> {
+        None
+    }
+}
+
+impl RootExecutor for ExecutorHandle {
+    #[inline]
+    fn enter(&self) -> Option<super::context::ExecutorGuard> {
+        Some(enter_executor(self))
+    }
 }
 
 /// A root task's body: a future with the frame it runs as, which dumps show as the task's name.
@@ -36,7 +60,7 @@ pub(crate) trait RootBody: Future {
     fn root_frame(&self) -> &Frame;
 }
 
-impl<F: RootBody> Future for Root<F> {
+impl<F: RootBody, E: RootExecutor> Future for Root<F, E> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
@@ -45,7 +69,7 @@ impl<F: RootBody> Future for Root<F> {
         // dropped), and only ever reached through `RootTrace::enter`'s `Pin`; the executor is
         // plain data.
         let this = unsafe { self.get_unchecked_mut() };
-        let _executor = this.executor.as_ref().map(enter_executor);
+        let _executor = this.executor.enter();
         // SAFETY: as above; the root frame is in the pinned body, and never changes.
         unsafe { Pin::new_unchecked(&mut this.trace) }.enter(this.body.root_frame());
         // SAFETY: as above.
@@ -58,7 +82,8 @@ impl<F: RootBody> Future for Root<F> {
 ///
 /// The root is made in place in the task's allocation: a root with its trace cell is well over
 /// the 128 bytes that the compiler still copies inline, and moving it through the spawn's layers
-/// cost a `memcpy` call at each of them (a sixth of `chained_spawn`'s time).
+/// cost a `memcpy` call at each of them (a sixth of `chained_spawn`'s time). A pool's task and
+/// another executor's are roots of two types, so that the pool's carries no executor handle.
 pub(crate) fn spawn_root<F>(
     executor: &ExecutorHandle,
     make: impl FnOnce() -> (RootTrace, F),
@@ -67,7 +92,17 @@ where
     F: RootBody + Send + 'static,
     F::Output: Send + 'static,
 {
-    let keep = (!executor.is_thread_pool()).then(|| executor.clone());
+    if executor.is_thread_pool() {
+        return executor.spawn_with(move || {
+            let (trace, body) = make();
+            Root {
+                executor: OnPool,
+                trace,
+                body,
+            }
+        });
+    }
+    let keep = executor.clone();
     executor.spawn_with(move || {
         let (trace, body) = make();
         Root {
