@@ -786,6 +786,34 @@ impl Ctx {
 
 const MAX_NODES: usize = 70;
 
+/// Node `id`: a subtree of `depth - 1` and, made after it from `rng`, a side activity (a channel
+/// pipeline, a rendezvous), run as the two children of a collect; a panic in either cancels
+/// the other.
+fn beside<O>(
+    rng: &mut Rng,
+    depth: u32,
+    ctx: &mut Ctx,
+    id: u64,
+    side: fn(&mut Rng, &Arc<Round>) -> O,
+) -> Task<u64>
+where
+    O: Future<Output = ()> + Send + 'static,
+{
+    let round = ctx.round.clone();
+    let child_id = ctx.next_id + 1;
+    let child = node(rng, depth - 1, ctx);
+    let side = side(rng, &round);
+    Task::new(async move {
+        let (v, ()) = coro::collect_all!(
+            track(&round, Via::Collect, child),
+            track(&round, Via::Collect, side)
+        )
+        .await;
+        assert_eq!(v, child_id);
+        id
+    })
+}
+
 /// Builds a node returning its own id (children's results are checked by their parent).
 fn node(rng: &mut Rng, depth: u32, ctx: &mut Ctx) -> Task<u64> {
     let id = ctx.id();
@@ -985,36 +1013,10 @@ fn node(rng: &mut Rng, depth: u32, ctx: &mut Ctx) -> Task<u64> {
                 id
             })
         }
-        8 => {
-            // A subtree beside a channel pipeline: a panic in the subtree cancels the pipeline.
-            let child_id = ctx.next_id + 1;
-            let child = node(rng, depth - 1, ctx);
-            let pipe = pipeline(rng, &round);
-            Task::new(async move {
-                let (v, ()) = coro::collect_all!(
-                    track(&round, Via::Collect, child),
-                    track(&round, Via::Collect, pipe)
-                )
-                .await;
-                assert_eq!(v, child_id);
-                id
-            })
-        }
-        9 => {
-            // A subtree beside a Barrier/Latch rendezvous.
-            let child_id = ctx.next_id + 1;
-            let child = node(rng, depth - 1, ctx);
-            let meet = rendezvous(rng, &round);
-            Task::new(async move {
-                let (v, ()) = coro::collect_all!(
-                    track(&round, Via::Collect, child),
-                    track(&round, Via::Collect, meet)
-                )
-                .await;
-                assert_eq!(v, child_id);
-                id
-            })
-        }
+        // A subtree beside a channel pipeline: a panic in the subtree cancels the pipeline.
+        8 => beside(rng, depth, ctx, id, pipeline),
+        // A subtree beside a Barrier/Latch rendezvous.
+        9 => beside(rng, depth, ctx, id, rendezvous),
         _ => {
             let kids = children(rng, ctx, 3);
             Task::new(async move {
@@ -1067,7 +1069,7 @@ fn tick(rng: &mut Rng, max_us: u64) -> coro::executor::time::Sleep {
 /// planned number of values, it closes the channel and drains it), so the channel always ends
 /// closed and empty. Then every value sent must have been received exactly once, and every
 /// other value (send failed, send dropped, never sent) never.
-fn pipeline(rng: &mut Rng, round: &Arc<Round>) -> impl Future<Output = ()> + Send + 'static {
+fn pipeline(rng: &mut Rng, round: &Arc<Round>) -> impl Future<Output = ()> + Send + use<> {
     let cap = [0, 0, 1, 2, 4][rng.below(5) as usize];
     let producers = 1 + rng.below(3);
     let consumers = 1 + rng.below(3);
@@ -1259,7 +1261,7 @@ fn pipeline(rng: &mut Rng, round: &Arc<Round>) -> impl Future<Output = ()> + Sen
 /// back), then 1-3 generations of a `Barrier` (participant 0 maybe waiting in a `select!`
 /// against a timer, on one pinned wait), then a `Latch` counted down or arrived at, which the
 /// node waits for in a `select!` loop against a timer.
-fn rendezvous(rng: &mut Rng, round: &Arc<Round>) -> impl Future<Output = ()> + Send + 'static {
+fn rendezvous(rng: &mut Rng, round: &Arc<Round>) -> impl Future<Output = ()> + Send + use<> {
     let n = 2 + rng.below(3) as usize;
     let generations = 1 + rng.below(3) as usize;
     let probe = rng.chance(1, 2);
