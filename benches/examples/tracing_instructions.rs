@@ -28,14 +28,25 @@
 use coro::Task;
 
 /// Operations per round, by shape (the unit `tracing_cost.py` divides by).
-const SHAPES: [(&str, u64); 6] = [
+const SHAPES: [(&str, u64); 7] = [
     ("spawn", 1_000),
     ("yield", 10_000),
     ("chain", 1_000),
     ("chain_suspending", 1_000),
     ("engine_spawn", 1_000),
     ("engine_yield", 10_000),
+    ("boxed_chain", 1_000),
 ];
+
+fn boxed_chain(depth: u32) -> std::pin::Pin<Box<dyn std::future::Future<Output = u32> + Send>> {
+    Box::pin(async move {
+        if depth == 0 {
+            0
+        } else {
+            boxed_chain(depth - 1).await + 1
+        }
+    })
+}
 
 fn chain(depth: u32, suspend: bool) -> Task<u32> {
     Task::new(async move {
@@ -93,6 +104,9 @@ async fn round(shape: &str) {
             for handle in handles {
                 handle.await.expect("a yielding task cannot fail");
             }
+        }
+        "boxed_chain" => {
+            assert_eq!(boxed_chain(999).await, 999);
         }
         "chain" | "chain_suspending" => {
             let levels = chain(999, shape == "chain_suspending").await;

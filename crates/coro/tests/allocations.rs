@@ -1,6 +1,8 @@
 //! What the user path allocates, checked with a counting global allocator (hence its own test
 //! binary; it counts per thread, so the tests may run side by side):
 //! - a `SharedPromise` fulfilled before it handed out any future allocates nothing (DESIGN §9);
+//! - a warm Task chain allocates nothing, and a Task body whose destructor panics still goes
+//!   back to its thread's free lists (`task/recycle.rs`);
 //! - a `coro::spawn` of a small future on a pool allocates once, and no more bytes than today's
 //!   layout. Issue 18 asks for at most 128 bytes over the future; today it is 184 (the engine's
 //!   task with its header, 96, and the Task layer's root: trace cell, frame with name and
@@ -126,4 +128,69 @@ fn a_spawn_of_a_small_future_allocates_once_at_most_184_bytes_over_it() {
         bytes <= 184 + future,
         "coro::spawn allocated {bytes} bytes for a {future}-byte future: over 184 + {future}"
     );
+}
+
+/// A chain of nested Tasks, `depth` levels deep, each awaiting the next.
+fn chain(depth: u32) -> coro::Task<u32> {
+    coro::Task::new(async move {
+        if depth == 0 {
+            0
+        } else {
+            chain(depth - 1).await + 1
+        }
+    })
+}
+
+#[test]
+fn a_task_chain_run_again_on_the_same_thread_reuses_its_bodies() {
+    std::thread::spawn(|| {
+        // The first run takes the bodies from the global allocator; dropping them keeps them in
+        // this thread's free lists, which the second run allocates from.
+        assert_eq!(futures::executor::block_on(chain(1_000)), 1_000);
+        let before = allocations();
+        assert_eq!(futures::executor::block_on(chain(1_000)), 1_000);
+        let after = allocations();
+        assert_eq!(
+            after - before,
+            0,
+            "a warm 1,000-level Task chain allocated {} time(s)",
+            after - before
+        );
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn a_task_whose_future_panics_in_drop_returns_its_body() {
+    /// Panics when dropped.
+    struct Bomb;
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("bomb");
+        }
+    }
+    std::thread::spawn(|| {
+        let make = || {
+            let bomb = Bomb;
+            coro::Task::new(async move {
+                let _bomb = &bomb;
+                std::future::pending::<()>().await
+            })
+        };
+        let drop_quietly = |task| {
+            let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(task)));
+            assert!(dropped.is_err(), "the future's destructor did not panic");
+        };
+        drop_quietly(make());
+        // The panicking body's block went back to this thread's free lists: the next body of
+        // its size reuses it.
+        let before = allocations();
+        let again = make();
+        let allocated = allocations() - before;
+        drop_quietly(again);
+        assert_eq!(allocated, 0, "the panicking body's block was lost");
+    })
+    .join()
+    .unwrap();
 }

@@ -29,13 +29,13 @@ thread_local! {
 /// Runs `f` with the current context, if any.
 #[inline]
 pub(crate) fn with_context<R>(f: impl FnOnce(Option<&Context>) -> R) -> R {
-    CONTEXT.with(|c| {
-        let ctx = c.get();
-        // SAFETY: `CONTEXT` is only ever set by `enter_context`, whose guard restores the previous
-        // value before the pointed-to `Context` (owned by the future being polled, which is pinned
-        // or otherwise outlives that poll) can be dropped or moved.
-        f(unsafe { ctx.as_ref() })
-    })
+    // `f` runs outside the thread-local's closure: inside it, a larger `f` kept `LocalKey::with`
+    // out of line, a call through the key's accessor on every Task level.
+    let ctx = CONTEXT.with(Cell::get);
+    // SAFETY: `CONTEXT` is only ever set by `enter_context`, whose guard restores the previous
+    // value before the pointed-to `Context` (owned by the future being polled, which is pinned
+    // or otherwise outlives that poll) can be dropped or moved; `f` runs within this call.
+    f(unsafe { ctx.as_ref() })
 }
 
 /// A clone of the current context, or the default one outside any task.

@@ -7,10 +7,12 @@
 //!   `current_cancellation_token`;
 //! - `block_wait`: waiting from synchronous code;
 //! - `stack`: fresh stack segments for deep task chains;
+//! - `recycle`: the per-thread free lists that Task bodies are allocated from;
 //! - `context`: the thread-local view of the running task (executor, token, locals).
 
 mod block_wait;
 pub(crate) mod context;
+mod recycle;
 pub(crate) mod root;
 mod spawn;
 mod stack;

@@ -1,18 +1,20 @@
 //! [`Task`]: a lazy, named unit of async work that runs inline in its awaiter.
 
 use super::context::{Context, enter_context_if_changed, with_context};
+use super::recycle;
 use super::stack::with_stack;
 use super::with_executor::TaskWithExecutor;
 use crate::cancel::CancellationToken;
 use crate::sync::SharedTask;
 use crate::trace::frame::{Frame, FrameNode};
 use coro_executor::{ExecutorHandle, JoinError};
+use std::alloc::Layout;
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
-use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, Location, catch_unwind};
 use std::pin::Pin;
+use std::ptr::NonNull;
 use std::task::{Context as TaskCx, Poll};
 
 /// A lazy unit of async work (folly's `Task<T>`).
@@ -42,8 +44,50 @@ use std::task::{Context as TaskCx, Poll};
 /// ```
 #[must_use = "a Task does nothing until it is awaited or started"]
 pub struct Task<T> {
-    /// Dropped by hand in `Drop`, on a fresh stack segment if needed.
-    inner: ManuallyDrop<Pin<Box<Framed<dyn Future<Output = T> + Send>>>>,
+    /// The body, pinned in a block of this thread's task-body free lists (`recycle`), which
+    /// the task owns: dropped and freed in `Drop`, on a fresh stack segment if needed.
+    inner: NonNull<Framed<dyn Future<Output = T> + Send>>,
+}
+
+// SAFETY: a `Task` owns its body as a `Box` would; the body is `Send` (the future is, and the
+// frame and context are), and nothing else points into it between polls.
+unsafe impl<T> Send for Task<T> {}
+
+/// Moves `body` into a block of this thread's free lists, type-erased.
+fn new_body<T, F>(body: Framed<F>) -> NonNull<Framed<dyn Future<Output = T> + Send>>
+where
+    F: Future<Output = T> + Send + 'static,
+{
+    let block = recycle::allocate(Layout::new::<Framed<F>>()).cast::<Framed<F>>();
+    // SAFETY: `allocate` returned a block for `Framed<F>`'s layout (never zero-sized: it holds a
+    // frame), not in use by anything else.
+    unsafe { block.as_ptr().write(body) };
+    let erased: *mut Framed<dyn Future<Output = T> + Send> = block.as_ptr();
+    // SAFETY: a pointer to a live value, unsized in place.
+    unsafe { NonNull::new_unchecked(erased) }
+}
+
+/// Drops the body a [`new_body`] made and returns its block to this thread's free lists, also
+/// if the body's destructor panics.
+///
+/// # Safety
+///
+/// `body` came from [`new_body`], is not used again, and nothing else points into it.
+unsafe fn drop_body<U: ?Sized>(body: NonNull<U>) {
+    /// Frees the block once the value in it is dropped, on unwinding too.
+    struct FreeBlock(NonNull<u8>, Layout);
+    impl Drop for FreeBlock {
+        #[inline(always)]
+        fn drop(&mut self) {
+            // SAFETY: the block `new_body` allocated for this layout; its value is dropped.
+            unsafe { recycle::free(self.0, self.1) };
+        }
+    }
+    // SAFETY: the value is alive until the `drop_in_place` below.
+    let layout = Layout::for_value(unsafe { body.as_ref() });
+    let _free = FreeBlock(body.cast(), layout);
+    // SAFETY: alive, owned by the caller, dropped once; pinned values are dropped in place.
+    unsafe { std::ptr::drop_in_place(body.as_ptr()) };
 }
 
 /// A future with a frame and the context it inherits: the body of every `Task` (boxed) and of
@@ -91,9 +135,8 @@ impl<T: Send + 'static> Task<T> {
     where
         F: Future<Output = T> + Send + 'static,
     {
-        let inner: Pin<Box<Framed<F>>> = Box::pin(Framed::new(fut, name, location));
         Task {
-            inner: ManuallyDrop::new(inner),
+            inner: new_body(Framed::new(fut, name, location)),
         }
     }
 
@@ -102,14 +145,13 @@ impl<T: Send + 'static> Task<T> {
     where
         F: Future<Output = T> + Send + 'static,
     {
-        let inner: Pin<Box<Framed<F>>> = Box::pin(Framed {
-            frame: FrameNode::new(frame),
-            ctx: Context::default(),
-            flags: 0,
-            future: fut,
-        });
         Task {
-            inner: ManuallyDrop::new(inner),
+            inner: new_body(Framed {
+                frame: FrameNode::new(frame),
+                ctx: Context::default(),
+                flags: 0,
+                future: fut,
+            }),
         }
     }
 
@@ -201,14 +243,22 @@ impl<T: Send + 'static> Task<T> {
 
 impl<T> Task<T> {
     fn inner_mut(&mut self) -> &mut Framed<dyn Future<Output = T> + Send> {
-        // SAFETY: only the unpinned fields (frame, ctx, flags) are touched through this
-        // reference; `future` is only reached through `Framed::poll_framed`, which pins it again.
-        unsafe { self.inner.as_mut().get_unchecked_mut() }
+        // SAFETY: the task owns its body (see `inner`); only the unpinned fields (frame, ctx,
+        // flags) are touched through this reference; `future` is only reached through
+        // `Framed::poll_framed`, which pins it again.
+        unsafe { self.inner.as_mut() }
+    }
+
+    /// The body, pinned: it never moves out of its block.
+    fn inner_pinned(&mut self) -> Pin<&mut Framed<dyn Future<Output = T> + Send>> {
+        // SAFETY: the task owns its body, which stays in its block until `Drop` drops it there.
+        unsafe { Pin::new_unchecked(self.inner.as_mut()) }
     }
 
     /// The frame of this task (name and creation site).
     pub(crate) fn frame(&self) -> &Frame {
-        self.inner.frame()
+        // SAFETY: the task owns its body (see `inner`), alive until `Drop`.
+        unsafe { self.inner.as_ref() }.frame()
     }
 
     /// Captures the context the task starts with (see [`Framed::capture_context`]).
@@ -269,7 +319,7 @@ impl<T> Future for Settle<T> {
             .task
             .as_mut()
             .expect("a settled coro Task was polled after it completed");
-        let polled = catch_unwind(AssertUnwindSafe(|| task.inner.as_mut().poll_unframed(cx)));
+        let polled = catch_unwind(AssertUnwindSafe(|| task.inner_pinned().poll_unframed(cx)));
         let outcome = match polled {
             Ok(Poll::Pending) => return Poll::Pending,
             Ok(Poll::Ready(value)) => Ok(value),
@@ -310,6 +360,10 @@ impl<F: Future + ?Sized> Framed<F> {
 
     /// [`capture_context`](Self::capture_context); true if this call captured the current
     /// context as it is (inside a task, no token of its own), so that it is current already.
+    // Inlined into the poll of every Task level, where it runs once per task: out of line, the
+    // compiler kept the thread-local access in a call of its own (about 20 instructions a
+    // level; `tracing_instructions chain`).
+    #[inline(always)]
     fn start(&mut self) -> bool {
         if self.flags & STARTED != 0 {
             return false;
@@ -382,20 +436,21 @@ impl<T> Future for Task<T> {
     type Output = T;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<T> {
-        self.inner.as_mut().poll_framed(cx)
+        self.inner_pinned().poll_framed(cx)
     }
 }
 
 impl<T> Drop for Task<T> {
     fn drop(&mut self) {
-        // SAFETY: `inner` is taken exactly once, here, and never used afterwards.
-        let inner = unsafe { ManuallyDrop::take(&mut self.inner) };
-        if inner.flags & FINISHED != 0 {
+        let inner = self.inner;
+        // SAFETY: the body is dropped exactly once, here, and never used afterwards.
+        let drop_inner = move || unsafe { drop_body(inner) };
+        if self.inner_mut().flags & FINISHED != 0 {
             // What is left of a finished future holds no unfinished children: no recursion.
-            drop(inner);
+            drop_inner();
         } else {
             // A deep chain of unfinished tasks drops recursively; give it room as polling does.
-            with_stack(move || drop(inner));
+            with_stack(drop_inner);
         }
     }
 }
