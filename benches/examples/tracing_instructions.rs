@@ -20,6 +20,7 @@
 //! | `chain_suspending` | the same chain, its innermost level yields once | 1,000 levels |
 //! | `engine_spawn` | `spawn`, as `spawn` does, on the executor itself (plain futures) | 1,000 spawns |
 //! | `engine_yield` | `yield`, as `yield` does, on the executor itself (plain futures) | 10,000 polls |
+//! | `boxed_chain` | `chain` with `Pin<Box<dyn Future>>` levels: the reference a Task level is measured against | 1,000 levels |
 //!
 //! The `engine_` shapes go through `ExecutorHandle::spawn`, without coro's Task layer: what
 //! tracing costs the executor alone (task states and the current task; the task list is there
@@ -38,6 +39,7 @@ const SHAPES: [(&str, u64); 7] = [
     ("boxed_chain", 1_000),
 ];
 
+/// `chain` with boxed futures for levels (what `user_path`'s `task_chain` runs on the peers).
 fn boxed_chain(depth: u32) -> std::pin::Pin<Box<dyn std::future::Future<Output = u32> + Send>> {
     Box::pin(async move {
         if depth == 0 {
