@@ -7,7 +7,10 @@
 //! the task suspends. Snapshots copy that under short locks that are never held while a task
 //! runs, so they work at any time, from any thread, without stopping anything.
 
+mod name;
+
 use crate::loom::sync::Mutex;
+use name::FrameName;
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::fmt;
@@ -27,7 +30,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering, O
 /// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct Frame {
-    name: Cow<'static, str>,
+    name: FrameName,
     location: &'static Location<'static>,
 }
 
@@ -40,7 +43,7 @@ impl Frame {
     /// ```
     pub fn new(name: impl Into<Cow<'static, str>>, location: &'static Location<'static>) -> Self {
         Frame {
-            name: name.into(),
+            name: FrameName::new(name.into()),
             location,
         }
     }
@@ -52,7 +55,7 @@ impl Frame {
     /// assert_eq!(frame.name(), "f");
     /// ```
     pub fn name(&self) -> &str {
-        &self.name
+        self.name.as_str()
     }
 
     /// Where the frame's task was created.
@@ -84,19 +87,17 @@ impl Frame {
     #[inline]
     pub fn mix_into(&self, hash: u64) -> u64 {
         let mut hash = mix(hash, ptr::from_ref(self.location) as usize as u64);
-        match &self.name {
-            Cow::Borrowed(name) => {
-                hash = mix(hash, name.as_ptr() as usize as u64);
+        let name = self.name.as_str();
+        if self.name.is_owned() {
+            for chunk in name.as_bytes().chunks(8) {
+                let mut word = [0; 8];
+                word[..chunk.len()].copy_from_slice(chunk);
+                hash = mix(hash, u64::from_le_bytes(word));
             }
-            Cow::Owned(name) => {
-                for chunk in name.as_bytes().chunks(8) {
-                    let mut word = [0; 8];
-                    word[..chunk.len()].copy_from_slice(chunk);
-                    hash = mix(hash, u64::from_le_bytes(word));
-                }
-            }
+        } else {
+            hash = mix(hash, name.as_ptr() as usize as u64);
         }
-        mix(hash, self.name.len() as u64)
+        mix(hash, name.len() as u64)
     }
 
     /// Renames the frame.
@@ -107,7 +108,7 @@ impl Frame {
     /// assert_eq!(frame.name(), "b");
     /// ```
     pub fn set_name(&mut self, name: impl Into<Cow<'static, str>>) {
-        self.name = name.into();
+        self.name = FrameName::new(name.into());
     }
 }
 
@@ -122,7 +123,7 @@ impl fmt::Display for Frame {
         write!(
             f,
             "{} ({}:{})",
-            self.name,
+            self.name.as_str(),
             self.location.file(),
             self.location.line()
         )
@@ -297,7 +298,7 @@ impl TaskHeader {
                         .map_or_else(Vec::new, |p| p.frames.lock().unwrap().clone())
                 };
                 (
-                    Some(root.name.clone()),
+                    Some(root.name.to_cow()),
                     cell.parent.map(NonZeroU64::get),
                     frames,
                 )

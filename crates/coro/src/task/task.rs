@@ -97,16 +97,16 @@ pub(crate) struct Framed<F: ?Sized> {
     /// Before the task starts: only its own token, if `with_cancellation` gave it one. From
     /// its start (first polled, started or spawned): the context it runs in.
     ctx: Context,
-    /// `STARTED`, `FINISHED`, `OWN_TOKEN`. Packed, with no `Option` wrappers, to keep a task's
-    /// bookkeeping small: the whole allocation then stays in the allocator's fastest size
-    /// classes, which measurably matters for deep chains of short tasks.
-    flags: u8,
+    // The task's `STARTED`, `FINISHED` and `OWN_TOKEN` flags live in the frame node's spare
+    // bits (`FrameNode::flags`): a byte of their own cost a word with padding, and a smaller
+    // body stays in a smaller size class, which measurably matters for deep chains.
     future: F,
 }
 
 const STARTED: u8 = 1;
 const FINISHED: u8 = 2;
 const OWN_TOKEN: u8 = 4;
+const _: () = assert!((STARTED | FINISHED | OWN_TOKEN) & !crate::trace::frame::FLAGS == 0);
 
 impl<T: Send + 'static> Task<T> {
     /// Wraps `fut` in a task named after the future's type, created here.
@@ -149,7 +149,6 @@ impl<T: Send + 'static> Task<T> {
             inner: new_body(Framed {
                 frame: FrameNode::new(frame),
                 ctx: Context::default(),
-                flags: 0,
                 future: fut,
             }),
         }
@@ -276,7 +275,6 @@ impl<F> Framed<F> {
         Framed {
             frame: FrameNode::new(Frame::new(name, location)),
             ctx: Context::default(),
-            flags: 0,
             future,
         }
     }
@@ -288,11 +286,17 @@ impl<F: ?Sized> Framed<F> {
         &self.frame.frame
     }
 
+    /// `STARTED`, `FINISHED`, `OWN_TOKEN`.
+    #[inline]
+    fn flags(&self) -> u8 {
+        self.frame.flags()
+    }
+
     /// Gives the task its own token, unless it has one or has started (`Task::with_cancellation`).
     pub(crate) fn set_own_token(&mut self, token: CancellationToken) {
-        if self.flags & (STARTED | OWN_TOKEN) == 0 {
+        if self.flags() & (STARTED | OWN_TOKEN) == 0 {
             self.ctx.token = token;
-            self.flags |= OWN_TOKEN;
+            self.frame.add_flags(OWN_TOKEN);
         }
     }
 }
@@ -300,7 +304,7 @@ impl<F: ?Sized> Framed<F> {
 impl<F: ?Sized> Framed<F> {
     /// The token `with_cancellation` gave the task, if it has not started yet.
     fn own_token(&self) -> Option<CancellationToken> {
-        (self.flags & (STARTED | OWN_TOKEN) == OWN_TOKEN).then(|| self.ctx.token.clone())
+        (self.flags() & (STARTED | OWN_TOKEN) == OWN_TOKEN).then(|| self.ctx.token.clone())
     }
 }
 
@@ -339,13 +343,13 @@ impl<F: Future + ?Sized> Framed<F> {
         let this = unsafe { self.get_unchecked_mut() };
         this.start();
         assert!(
-            this.flags & FINISHED == 0,
+            this.flags() & FINISHED == 0,
             "a coro Task was polled after it completed"
         );
         // SAFETY: see above.
         let poll = unsafe { Pin::new_unchecked(&mut this.future) }.poll(cx);
         if poll.is_ready() {
-            this.flags |= FINISHED;
+            this.frame.add_flags(FINISHED);
         }
         poll
     }
@@ -365,11 +369,12 @@ impl<F: Future + ?Sized> Framed<F> {
     // level; `tracing_instructions chain`).
     #[inline(always)]
     fn start(&mut self) -> bool {
-        if self.flags & STARTED != 0 {
+        let flags = self.flags();
+        if flags & STARTED != 0 {
             return false;
         }
-        self.flags |= STARTED;
-        let own_token = self.flags & OWN_TOKEN != 0;
+        self.frame.add_flags(STARTED);
+        let own_token = flags & OWN_TOKEN != 0;
         with_context(|parent| {
             let Some(parent) = parent else {
                 return false;
@@ -391,7 +396,7 @@ impl<F: Future + ?Sized> Framed<F> {
         // switch to it, nor compare it with the current one.
         let inherited = this.start();
         assert!(
-            this.flags & FINISHED == 0,
+            this.flags() & FINISHED == 0,
             "a coro Task was polled after it completed"
         );
         // SAFETY: see above; `this.future` does not move while `self` is pinned.
@@ -399,7 +404,7 @@ impl<F: Future + ?Sized> Framed<F> {
         let ctx = (!inherited).then_some(&this.ctx);
         let poll = poll_in_frame(&this.frame, ctx, future, cx);
         if poll.is_ready() {
-            this.flags |= FINISHED;
+            this.frame.add_flags(FINISHED);
         }
         poll
     }
@@ -445,7 +450,7 @@ impl<T> Drop for Task<T> {
         let inner = self.inner;
         // SAFETY: the body is dropped exactly once, here, and never used afterwards.
         let drop_inner = move || unsafe { drop_body(inner) };
-        if self.inner_mut().flags & FINISHED != 0 {
+        if self.inner_mut().flags() & FINISHED != 0 {
             // What is left of a finished future holds no unfinished children: no recursion.
             drop_inner();
         } else {

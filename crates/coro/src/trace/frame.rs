@@ -10,10 +10,21 @@ use std::ptr;
 /// previous poll tells the root's publication that the stack may have changed.
 pub(crate) struct FrameNode {
     pub(crate) frame: Frame,
-    parent: Cell<*const FrameNode>,
+    /// The awaiter's node (aligned to 8), with the owner's [`FLAGS`] in its low three bits:
+    /// a Task keeps its state there rather than in a byte of its own, which padding made a
+    /// word (see `task/task.rs`).
+    link: Cell<*const FrameNode>,
 }
 
-// SAFETY: `parent` is written and read only on the thread polling the task, during that poll
+/// The bits of [`FrameNode::link`] that hold the owner's flags, not the parent's address.
+pub(crate) const FLAGS: u8 = 0b111;
+
+const _: () = assert!(
+    std::mem::align_of::<FrameNode>() > FLAGS as usize,
+    "a node's address must leave the flag bits free"
+);
+
+// SAFETY: `link` is written and read only on the thread polling the task, during that poll
 // (see `enter`); between polls it is a stale value that is only compared, never dereferenced.
 // The rest is Send.
 unsafe impl Send for FrameNode {}
@@ -60,14 +71,41 @@ impl FrameNode {
     pub(crate) fn new(frame: Frame) -> Self {
         FrameNode {
             frame,
-            parent: Cell::new(UNLINKED),
+            link: Cell::new(UNLINKED),
         }
     }
 
     /// Renames the frame; its next entry counts as relinked, so the new name gets published.
     pub(crate) fn set_name(&mut self, name: std::borrow::Cow<'static, str>) {
         self.frame.set_name(name);
-        self.parent.set(UNLINKED);
+        self.set_parent(UNLINKED);
+    }
+
+    /// The awaiter's node at this frame's last entry (a stale value between polls: compared,
+    /// never dereferenced), or [`UNLINKED`].
+    #[inline]
+    fn parent(&self) -> *const FrameNode {
+        self.link.get().map_addr(|a| a & !(FLAGS as usize))
+    }
+
+    #[inline]
+    fn set_parent(&self, parent: *const FrameNode) {
+        let flags = self.flags() as usize;
+        self.link.set(parent.map_addr(|a| a | flags));
+    }
+
+    /// The owner's flags (within [`FLAGS`]).
+    #[inline]
+    pub(crate) fn flags(&self) -> u8 {
+        (self.link.get().addr() & FLAGS as usize) as u8
+    }
+
+    /// Sets the owner's flags `flags` (within [`FLAGS`]), keeping the others.
+    #[inline]
+    pub(crate) fn add_flags(&self, flags: u8) {
+        debug_assert_eq!(flags & !FLAGS, 0, "not a flag bit");
+        self.link
+            .set(self.link.get().map_addr(|a| a | flags as usize));
     }
 
     /// Whether nothing encloses this frame in the poll it is entered in: it is the root of the
@@ -76,7 +114,7 @@ impl FrameNode {
     #[inline]
     #[cfg(not(coro_untraced))]
     pub(crate) fn is_outermost(&self) -> bool {
-        self.parent.get().is_null()
+        self.parent().is_null()
     }
 
     /// Makes this frame the innermost one, linked to the current one, until the guard drops.
@@ -86,7 +124,7 @@ impl FrameNode {
     #[cfg(not(coro_untraced))]
     pub(crate) fn enter(&self) -> FrameGuard {
         let parent = CURRENT.with(|c| c.replace(self));
-        if self.parent.get() != parent {
+        if self.parent() != parent {
             if parent.is_null() {
                 // The outermost frame of an executor task. A coro root (`coro::spawn`, `start`)
                 // has its trace cell already; a Task handed to an executor directly
@@ -95,7 +133,7 @@ impl FrameNode {
                 // (Checked only when the link changes: a frame first entered, or moved.)
                 coro_executor::trace::attach_owned(&self.frame);
             }
-            self.parent.set(parent);
+            self.set_parent(parent);
             crate::task::root::note_relinked();
         }
         FrameGuard { parent }
@@ -150,7 +188,7 @@ pub(crate) fn walk_current(mut f: impl FnMut(&Frame)) {
     // guards restore `CURRENT` in LIFO order, so the chain never points at a finished poll.
     while let Some(n) = unsafe { node.as_ref() } {
         f(&n.frame);
-        node = n.parent.get();
+        node = n.parent();
     }
     let (continuation, len) = CONTINUATION.with(Cell::get);
     if !continuation.is_null() {
