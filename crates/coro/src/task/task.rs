@@ -28,7 +28,10 @@ use std::task::{Context as TaskCx, Poll};
 /// [`schedule_on`](Self::schedule_on).
 ///
 /// Deep chains are fine: polling and dropping switch to a fresh stack segment when the current
-/// one runs low, so 100,000 nested tasks need no special care.
+/// one runs low, so 100,000 nested tasks need no special care. A task's body (its future, frame
+/// and context) is allocated from free lists that each thread keeps of the bodies it dropped,
+/// by size, up to 256 KiB a thread (released when the thread exits): a call graph of small
+/// tasks does not go through the global allocator at every level.
 ///
 /// ```
 /// use coro::Task;
