@@ -330,6 +330,7 @@ impl Drop for TaskHeader {
             let owned = tagged
                 .map_addr(|addr| addr & !OWNED_CELL)
                 .cast::<OwnedCell>();
+            // SAFETY: as above: the box `attach_owned` made, freed once, here.
             drop(unsafe { Box::from_raw(owned) });
         }
     }

@@ -1446,7 +1446,7 @@ fn loom_tasks_remove_waits_for_visitor() {
             let data = data.clone();
             thread::spawn(move || {
                 TaskList::remove(key);
-                // SAFETY (test): the list promises no visitor reads the task from here on.
+                // SAFETY: (test) the list promises no visitor reads the task from here on.
                 data.0.with_mut(|d| unsafe { *d = 0 });
             })
         };
@@ -1455,7 +1455,7 @@ fn loom_tasks_remove_waits_for_visitor() {
             |_| {},
             |_, listed| {
                 assert_eq!(listed, header);
-                // SAFETY (test): the task is listed, so it cannot have been dropped yet.
+                // SAFETY: (test) the task is listed, so it cannot have been dropped yet.
                 assert_eq!(data.0.with(|d| unsafe { *d }), 1, "read a dropped task");
                 seen += 1;
             },

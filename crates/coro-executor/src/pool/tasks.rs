@@ -187,6 +187,7 @@ impl TaskList {
         // or fresh), so it is ours under the lock, and its link is the rest of the list; from
         // now on it names the shard, for the unlister.
         let slot_ref = unsafe { slot.as_ref() };
+        // SAFETY: as above: the slot and its link are ours under the lock.
         owned.free = slot_ref.link.with_mut(|link| unsafe {
             let next = (*link).next_free;
             *link = Link {
@@ -310,6 +311,7 @@ impl TaskList {
             |_| {},
             |_, listed| {
                 if found.is_none() && std::ptr::eq(listed.as_ptr(), header) {
+                    // SAFETY: as above.
                     found = Some(unsafe { listed.as_ref().snapshot() });
                 }
             },

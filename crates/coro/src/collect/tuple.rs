@@ -68,12 +68,14 @@ macro_rules! impl_tuples {
                     // `Collect::children`).
                     if let Some(first) = collect.first_failure() {
                         $(if first == $i {
+                            // SAFETY: as above.
                             if let Some(Err(payload)) = unsafe { slots.$i.take() } {
                                 resume_unwind(payload);
                             }
                         })+
                         unreachable!("the first failure of {NAME} is a panic");
                     }
+                    // SAFETY: as above.
                     ($(unwrap_child(NAME, $i, joined(unsafe { slots.$i.take() })),)+)
                 };
                 Task::with_frame(body, Cow::Borrowed(NAME), location)
@@ -99,6 +101,7 @@ macro_rules! impl_tuples {
                     let slots = collect.children();
                     // SAFETY (every `take`): `run` returned, so every slot is ours (see
                     // `Collect::children`).
+                    // SAFETY: as above.
                     ($(joined(unsafe { slots.$i.take() }),)+)
                 };
                 Task::with_frame(body, Cow::Borrowed(NAME), location)
@@ -126,6 +129,7 @@ macro_rules! impl_tuples {
                     // `Collect::children`).
                     if let Some(first) = collect.first_failure() {
                         $(if first == $i {
+                            // SAFETY: as above.
                             match unsafe { slots.$i.take() } {
                                 Some(Ok(Err(error))) => return Err(error),
                                 Some(Err(payload)) => resume_unwind(payload),
@@ -134,6 +138,7 @@ macro_rules! impl_tuples {
                         })+
                         unreachable!("the first failure of {NAME} is an Err or a panic");
                     }
+                    // SAFETY: as above.
                     Ok(($(unwrap_child(NAME, $i, joined(unsafe { slots.$i.take() }))
                         .unwrap_or_else(|_| unreachable!("no child of {NAME} failed")),)+))
                 };
