@@ -13,8 +13,14 @@ use std::ptr;
 use std::sync::{Arc, PoisonError};
 use std::task::{Context, Poll, RawWakerVTable, Wake, Waker};
 
-/// A panic payload, as `std::panic::catch_unwind` returns it.
-pub(crate) type Panic = Box<dyn Any + Send + 'static>;
+/// A panic payload, as `std::panic::catch_unwind` returns it and [`JoinError::Panicked`] carries
+/// it: the one name coro uses for it.
+///
+/// ```
+/// let payload: coro_executor::PanicPayload = std::panic::catch_unwind(|| panic!("boom")).unwrap_err();
+/// assert_eq!(coro_executor::panic_message(&*payload), Some("boom"));
+/// ```
+pub type PanicPayload = Box<dyn Any + Send + 'static>;
 
 /// Why a task did not produce its value.
 ///
@@ -33,7 +39,7 @@ pub(crate) type Panic = Box<dyn Any + Send + 'static>;
 pub enum JoinError {
     /// The task panicked; the payload is what `panic!` was given. Resume it with
     /// `std::panic::resume_unwind` to propagate the panic.
-    Panicked(Panic),
+    Panicked(PanicPayload),
     /// The task was dropped before it finished: [`JoinHandle::cancel`], or its executor shut down.
     Cancelled,
 }
@@ -71,8 +77,20 @@ impl JoinError {
     }
 }
 
-/// The message of a panic payload, when it is a string (as `panic!` makes it).
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
+/// The message of a panic payload, when it is a string (as `panic!` makes it: a `&'static str`
+/// for a literal message, a `String` for a formatted one); `None` for any other payload.
+///
+/// ```
+/// use coro_executor::panic_message;
+///
+/// let literal = std::panic::catch_unwind(|| panic!("down")).unwrap_err();
+/// let formatted = std::panic::catch_unwind(|| panic!("shard {} down", 7)).unwrap_err();
+/// let other = std::panic::catch_unwind(|| std::panic::panic_any(7u8)).unwrap_err();
+/// assert_eq!(panic_message(&*literal), Some("down"));
+/// assert_eq!(panic_message(&*formatted), Some("shard 7 down"));
+/// assert_eq!(panic_message(&*other), None);
+/// ```
+pub fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
     payload
         .downcast_ref::<&'static str>()
         .copied()
@@ -348,14 +366,14 @@ impl Drop for Awaiter {
 /// catches a panic in the value's (or the payload's) destructor: async-task drops an outcome
 /// nobody took (a detached task's) under an abort-on-panic guard, and a user's destructor must
 /// not abort the process. (The panic hook has reported the panic when it happened.)
-pub(crate) struct Outcome<T>(ManuallyDrop<Result<T, Panic>>);
+pub(crate) struct Outcome<T>(ManuallyDrop<Result<T, PanicPayload>>);
 
 impl<T> Outcome<T> {
-    pub(crate) fn new(outcome: Result<T, Panic>) -> Self {
+    pub(crate) fn new(outcome: Result<T, PanicPayload>) -> Self {
         Outcome(ManuallyDrop::new(outcome))
     }
 
-    pub(crate) fn into_inner(self) -> Result<T, Panic> {
+    pub(crate) fn into_inner(self) -> Result<T, PanicPayload> {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: taken once; `this` is never dropped, so the value is not dropped again.
         unsafe { ManuallyDrop::take(&mut this.0) }
@@ -372,7 +390,7 @@ impl<T> Drop for Outcome<T> {
 }
 
 /// Drops `value`, catching a panic in its destructor; returns the panic's payload if any.
-pub(crate) fn drop_catching<T>(value: T) -> Option<Panic> {
+pub(crate) fn drop_catching<T>(value: T) -> Option<PanicPayload> {
     catch_unwind(AssertUnwindSafe(move || drop(value))).err()
 }
 
@@ -389,7 +407,7 @@ impl<F> CatchUnwind<F> {
 }
 
 impl<F: Future> Future for CatchUnwind<F> {
-    type Output = Result<F::Output, Panic>;
+    type Output = Result<F::Output, PanicPayload>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // SAFETY: `future` is structurally pinned: it is never moved out of `self`, and

@@ -61,7 +61,7 @@ mod yield_now;
 
 pub use executor::{Executor, ExecutorHandle, Runnable};
 pub use inline::InlineExecutor;
-pub use join::{JoinError, JoinHandle};
+pub use join::{JoinError, JoinHandle, PanicPayload, panic_message};
 pub use manual::ManualExecutor;
 pub use pool::{
     BuildError, Offer, PoolMetrics, StallReport, ThreadPool, ThreadPoolBuilder, WorkerMetrics,

@@ -102,7 +102,7 @@ impl<'a, F> Tracked<'a, F> {
 
     /// Unlists the task, then drops its future in place, catching a panic in the future's
     /// destructor; does nothing the second time.
-    fn drop_future(&mut self) -> Option<crate::join::Panic> {
+    fn drop_future(&mut self) -> Option<crate::join::PanicPayload> {
         self.header.take()?;
         // The entry goes first (see the type's doc).
         drop(self.entry.take());

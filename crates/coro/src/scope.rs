@@ -8,7 +8,7 @@
 
 use crate::Task;
 use crate::cancel::{CancellationSource, CancellationToken};
-use coro_executor::JoinHandle;
+use coro_executor::{JoinHandle, PanicPayload};
 use std::any::Any;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -18,9 +18,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
-
-/// A caught panic's payload.
-type Payload = Box<dyn Any + Send + 'static>;
 
 /// The panic payload a child's [`JoinHandle`] reports when its scope was dropped first.
 const DROPPED: &str = "the AsyncScope was dropped before this child finished, so the child was \
@@ -106,7 +103,7 @@ struct State {
     /// Waiters that were given a slot (counted in `running`) and have not taken it yet.
     granted: HashSet<u64>,
     next_id: u64,
-    first_panic: Option<Payload>,
+    first_panic: Option<PanicPayload>,
     children: HashMap<u64, Arc<Kill>>,
     joiners: Vec<Waker>,
 }
@@ -170,18 +167,14 @@ impl Shared {
     /// Records a child panic; returns the payload its own `JoinHandle` reports: the original
     /// unless the scope keeps it (the first panic, which `join` resumes), then a copy of its
     /// message.
-    fn record_panic(&self, payload: Payload) -> Payload {
+    fn record_panic(&self, payload: PanicPayload) -> PanicPayload {
         let mut state = self.lock();
         if state.first_panic.is_some() {
             return payload;
         }
-        let message = payload
-            .downcast_ref::<&'static str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| {
-                "a scope child panicked; AsyncScope::join resumes the original payload".to_owned()
-            });
+        let message = coro_executor::panic_message(&*payload)
+            .unwrap_or("a scope child panicked; AsyncScope::join resumes the original payload")
+            .to_owned();
         state.first_panic = Some(payload);
         Box::new(message)
     }

@@ -3,8 +3,7 @@
 
 use crate::Task;
 use crate::cancel::{CancellationSource, CancellationToken};
-use coro_executor::{JoinError, JoinHandle};
-use std::any::Any;
+use coro_executor::{JoinError, JoinHandle, PanicPayload};
 use std::cell::Cell;
 use std::future::{Future, poll_fn};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -12,9 +11,6 @@ use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::*};
 use std::task::Poll;
-
-/// A caught panic's payload.
-pub(crate) type Payload = Box<dyn Any + Send + 'static>;
 
 /// The collect's own cancellation source and the index of the child that failed first.
 pub(crate) struct Failure {
@@ -107,7 +103,7 @@ pub(super) async fn guarded<F: Future>(
     failure: Option<Arc<Failure>>,
     is_failure: fn(&F::Output) -> bool,
     fut: F,
-) -> Result<F::Output, Payload> {
+) -> Result<F::Output, PanicPayload> {
     let mut fut = pin!(fut);
     let outcome = poll_fn(
         |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
@@ -134,7 +130,7 @@ pub(crate) fn spawn_guarded<F>(
     token: &CancellationToken,
     is_failure: fn(&F::Output) -> bool,
     fut: F,
-) -> JoinHandle<Result<F::Output, Payload>>
+) -> JoinHandle<Result<F::Output, PanicPayload>>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -194,7 +190,9 @@ impl<R> Drop for Children<R> {
 }
 
 /// The outcome of a guarded child as a `JoinError` for a caught panic.
-pub(crate) fn flatten<R>(outcome: Result<Result<R, Payload>, JoinError>) -> Result<R, JoinError> {
+pub(crate) fn flatten<R>(
+    outcome: Result<Result<R, PanicPayload>, JoinError>,
+) -> Result<R, JoinError> {
     outcome.and_then(|caught| caught.map_err(JoinError::Panicked))
 }
 

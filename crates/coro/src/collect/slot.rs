@@ -11,11 +11,11 @@
 //! Children of one range share a type ([`Box<[Slot<F>]>`](Slot)); the children of
 //! `collect_all!` do not, and live in a tuple of slots. Both are [`ChildSlots`].
 
-use super::children::Payload;
 use crate::task::context::Context as TaskContext;
 use crate::task::poll_in_frame;
 use crate::trace::frame::FrameNode;
 use coro_executor::JoinError;
+use coro_executor::PanicPayload;
 use coro_executor::loom::UnsafeCell;
 use coro_executor::trace::Frame;
 use std::future::Future;
@@ -24,7 +24,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 /// A child's outcome: its output, or the payload of its panic.
-pub(super) type Outcome<T> = Result<T, Payload>;
+pub(super) type Outcome<T> = Result<T, PanicPayload>;
 
 /// A taken outcome as a join result: `None` (no outcome: the child's executor dropped it
 /// unfinished) is `Cancelled`, a caught panic `Panicked`.

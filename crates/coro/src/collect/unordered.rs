@@ -1,7 +1,8 @@
 //! [`collect_all_unordered`]: every child's output as a stream, in completion order.
 
-use super::children::{Children, Failure, Payload, flatten, spawn_guarded, unwrap_child};
+use super::children::{Children, Failure, flatten, spawn_guarded, unwrap_child};
 use coro_executor::JoinError;
+use coro_executor::PanicPayload;
 use futures_core::Stream;
 use std::collections::VecDeque;
 use std::future::{Future, IntoFuture};
@@ -73,7 +74,7 @@ struct Unordered<F: Future> {
     failure: Arc<Failure>,
     /// Stamps each output with its completion order.
     finished: Arc<AtomicUsize>,
-    children: Children<Result<(F::Output, usize), Payload>>,
+    children: Children<Result<(F::Output, usize), PanicPayload>>,
     /// The indices of the children not yet finished.
     running: Vec<usize>,
     /// Outputs not yet yielded, with their completion order, earliest first.

@@ -6,7 +6,8 @@
 //! consumer's and the stream's own, the first panic in time recorded and cancelling the rest.
 
 use crate::cancel::{CancellationSource, CancellationToken};
-use crate::collect::children::{Failure, Payload, flatten, spawn_guarded, unwrap_child};
+use crate::collect::children::{Failure, flatten, spawn_guarded, unwrap_child};
+use coro_executor::PanicPayload;
 use coro_executor::{JoinError, JoinHandle};
 use futures_core::{FusedStream, Stream};
 use pin_project::pin_project;
@@ -117,7 +118,7 @@ pub struct Buffered<S, F, Fut: Future> {
 }
 
 /// A child task's outcome: its output, or its caught panic.
-type Child<R> = JoinHandle<Result<R, Payload>>;
+type Child<R> = JoinHandle<Result<R, PanicPayload>>;
 
 /// The outstanding children and what they share.
 struct InFlight<R> {

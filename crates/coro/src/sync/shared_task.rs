@@ -138,13 +138,10 @@ fn spawn_computation<T: Clone + Send + Sync + 'static>(
 }
 
 fn panic_message(payload: &(dyn Any + Send)) -> Arc<str> {
-    if let Some(message) = payload.downcast_ref::<&'static str>() {
-        Arc::from(*message)
-    } else if let Some(message) = payload.downcast_ref::<String>() {
-        Arc::from(message.as_str())
-    } else {
-        Arc::from("a coro SharedTask panicked with a payload that is not a string")
-    }
+    Arc::from(
+        coro_executor::panic_message(payload)
+            .unwrap_or("a coro SharedTask panicked with a payload that is not a string"),
+    )
 }
 
 impl<T: Clone + Send + Sync + 'static> Future for SharedTask<T> {
