@@ -1,4 +1,4 @@
-//! Integration tests of the blocking pool behind `spawn_blocking` (DESIGN §2): thread names
+//! Integration tests of the blocking pool behind `spawn_blocking`: thread names
 //! `{thread_name}-blocking-{n}`, panics reported as `JoinError::Panicked`, the
 //! `max_blocking_threads` bound, retirement of idle threads after `blocking_keep_alive`,
 //! `max_blocking_threads(0)` rejected, and shutdown (queued blocking tasks cancelled, running ones

@@ -1,4 +1,4 @@
-//! Integration tests of the small executors and of the `Executor` trait (DESIGN §2):
+//! Integration tests of the small executors and of the `Executor` trait:
 //! `InlineExecutor` (runs at once on the scheduling thread, trampolines nested wake-ups so a yield
 //! loop cannot overflow the stack, runs a task woken elsewhere on the waking thread),
 //! `ManualExecutor` (FIFO `run_one`, `pending`, `run_until_idle`, handle identity), and

@@ -1,4 +1,4 @@
-//! Integration tests of `JoinHandle` and `JoinError` (DESIGN §2): `cancel()` drops the task's
+//! Integration tests of `JoinHandle` and `JoinError`: `cancel()` drops the task's
 //! future (polled or not), dropping or detaching a handle lets the task run to completion,
 //! `is_finished`, the texts and accessors of `JoinError`, and a stress test racing completion with
 //! `cancel()`, with dropping the handle and with awaiting it from other threads.

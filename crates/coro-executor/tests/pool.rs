@@ -1,4 +1,4 @@
-//! Integration tests of `ThreadPool` as a whole (DESIGN §2): a panicking task does not take a
+//! Integration tests of `ThreadPool` as a whole: a panicking task does not take a
 //! worker down, a million tasks spawned from outside all complete, work spawned on one worker is
 //! stolen by the others, two pools never run each other's tasks (even when they spawn onto and wake
 //! each other), worker threads are named `{thread_name}-{index}`, and `ExecutorHandle::current_pool`

@@ -1,4 +1,4 @@
-//! Integration tests that observe each rule of the pool's scheduling policy (DESIGN §2) through
+//! Integration tests that observe each rule of the pool's scheduling policy through
 //! `ThreadPool::metrics()`: the next slot (and its cap of 3 in a row), yields going to the back of
 //! the queue, overflow of a full local queue to the global queue, the global queue checked first
 //! every 61st tick, wake-ups from other threads not starved by a yield loop, the cap on searching

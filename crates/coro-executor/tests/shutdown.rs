@@ -1,4 +1,4 @@
-//! Integration tests of pool shutdown (DESIGN §2): `shutdown()` and dropping the pool drop every
+//! Integration tests of pool shutdown: `shutdown()` and dropping the pool drop every
 //! unfinished task exactly once (polled and idle, queued and never polled, detached or not), resolve
 //! the kept handles `Cancelled`, join the worker threads before returning, and run nothing
 //! afterwards; spawning through the handle of a shut-down pool drops the future at once; a

@@ -1,4 +1,4 @@
-//! Stress test of the `coro-executor` engine (DESIGN §2).
+//! Stress test of the `coro-executor` engine.
 //!
 //! For `CORO_STRESS_SECS` seconds (default 3), several outside threads at once, and the tasks
 //! themselves, spawn scripted tasks on two pools that mix `yield_now()` loops, `time::sleep` of
@@ -752,7 +752,7 @@ impl Ctx {
         guard
     }
 
-    /// A task only ever runs on a worker of its own pool (DESIGN §2: pools are isolated).
+    /// A task only ever runs on a worker of its own pool (pools are isolated).
     fn check_pool(&self, id: u64, home: usize, when: &str) {
         if ExecutorHandle::current_pool().as_ref() != Some(&self.pools[home]) {
             self.ledger.error(format!(

@@ -1,4 +1,4 @@
-//! Timer fairness and portability (DESIGN §2, timer wheel; `coro_executor::time`).
+//! Timer fairness and portability (the timer wheel, `coro_executor::time`).
 //!
 //! - A task woken by the timer runs even though every worker of its pool is kept busy by tasks
 //!   that yield in a loop (1 worker with 1 and 2 yielders, 2 workers with 4 yielders; the

@@ -1,4 +1,4 @@
-//! Task-local values that children inherit (DESIGN §10).
+//! Task-local values that children inherit.
 //!
 //! The values in scope form an immutable linked list shared by every task that inherited it:
 //! `scope` prepends one node for the duration of its future, starting a child copies one pointer,

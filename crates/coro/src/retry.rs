@@ -1,4 +1,4 @@
-//! Retrying a fallible async operation (DESIGN §6): [`retry_n`] retries at once,
+//! Retrying a fallible async operation: [`retry_n`] retries at once,
 //! [`retry_with_backoff`] waits an exponentially growing, jittered delay between attempts.
 //!
 //! # The folly correspondence

@@ -1,4 +1,4 @@
-//! [`AsyncScope`] (DESIGN §8): folly's AsyncScope and a bounded task pool in one type.
+//! [`AsyncScope`]: folly's AsyncScope and a bounded task pool in one type.
 //!
 //! The shared state lives behind one `std::sync::Mutex`: the running count (slots taken), the
 //! FIFO queue of waiting spawners, the capacity, the closed flag, the first child panic, the

@@ -1,4 +1,4 @@
-//! Time (DESIGN §6): cancellation-aware sleeps and timeouts on the executor's timer wheel,
+//! Time: cancellation-aware sleeps and timeouts on the executor's timer wheel,
 //! usable under every executor.
 
 use crate::cancel::{

@@ -1,6 +1,6 @@
 //! What the user path allocates, checked with a counting global allocator (hence its own test
 //! binary; it counts per thread, so the tests may run side by side):
-//! - a `SharedPromise` fulfilled before it handed out any future allocates nothing (DESIGN §9);
+//! - a `SharedPromise` fulfilled before it handed out any future allocates nothing;
 //! - a warm Task chain allocates nothing, and a Task body whose destructor panics still goes
 //!   back to its thread's free lists (`task/recycle.rs`);
 //! - a `coro::spawn` of a small future on a pool allocates once, and no more bytes than today's

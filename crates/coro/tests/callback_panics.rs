@@ -719,7 +719,7 @@ fn a_task_whose_executor_refuses_its_wake_up_is_dropped_and_its_awaiter_told() {
 // ---- 4. SharedTask -----------------------------------------------------------------------------
 
 /// A `SharedTask` whose body panics, awaited from two pools and by hand: every awaiter panics
-/// with the original message (DESIGN §9), a late awaiter too; the body's captures are dropped
+/// with the original message, a late awaiter too; the body's captures are dropped
 /// once, and both pools keep serving.
 #[test]
 fn a_panicking_shared_task_panics_every_awaiter_and_drops_its_body_once() {

@@ -1,4 +1,4 @@
-//! Cancellation primitives (DESIGN §5): sources, tokens, merging, callbacks, waiting.
+//! Cancellation primitives: sources, tokens, merging, callbacks, waiting.
 
 use coro::cancel::{CancellationCallback, CancellationSource, CancellationToken};
 use coro::{Task, block_wait};

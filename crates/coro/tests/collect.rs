@@ -1,4 +1,4 @@
-//! Collect (DESIGN §7): collect_all_range, try_collect_all_range, collect_all_settled_range,
+//! Collect: collect_all_range, try_collect_all_range, collect_all_settled_range,
 //! collect_all_windowed.
 
 use coro::cancel::{CancellationSource, Cancelled};

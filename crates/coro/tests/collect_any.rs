@@ -1,4 +1,4 @@
-//! Collect (DESIGN §7): collect_any, try_collect_any, collect_any_no_discard and
+//! Collect: collect_any, try_collect_any, collect_any_no_discard and
 //! collect_all_unordered.
 
 use coro::cancel::CancellationToken;

@@ -1,4 +1,4 @@
-//! `cancel::detach_on_cancel` (DESIGN §6, folly's `detachOnCancel`): the caller stops waiting
+//! `cancel::detach_on_cancel` (folly's `detachOnCancel`): the caller stops waiting
 //! as soon as its token fires, and the operation runs to completion detached on its executor,
 //! its future and output dropped once when it ends.
 

@@ -1,4 +1,4 @@
-//! Task-local values (DESIGN §10): inherited by children, never leaked back to parents.
+//! Task-local values: inherited by children, never leaked back to parents.
 
 use coro::{Task, ThreadPool, block_wait};
 

@@ -1,4 +1,4 @@
-//! The entry-point macros (DESIGN §11): `#[coro::test]`, `#[coro::task]`, and misuse as compile
+//! The entry-point macros: `#[coro::test]`, `#[coro::task]`, and misuse as compile
 //! errors (trybuild cases in tests/ui; `select_*.rs` are `coro::select!`'s, whose behaviour is
 //! tested in tests/select.rs).
 

@@ -1,4 +1,4 @@
-//! folly's outcome model (DESIGN §7, "Outcomes"): `Task::settle` (co_awaitTry),
+//! folly's outcome model: `Task::settle` (co_awaitTry),
 //! `collect_all_settled!` (collectAllTry) and `collect_all_windowed_settled`
 //! (collectAllTryWindowed): every child's outcome is kept, a panic is a value, and nothing is
 //! leaked or left running.

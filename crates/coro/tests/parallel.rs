@@ -1,4 +1,4 @@
-//! Work spawned from a task reaches an idle worker (DESIGN §2): CPU-bound children overlap on
+//! Work spawned from a task reaches an idle worker: CPU-bound children overlap on
 //! a fresh pool, on a pool that sat idle, from `#[coro::test]`, and inside `collect_all!`; and
 //! nothing queued behind a poll that blocks its worker waits for that poll (handoff).
 //!

@@ -1,4 +1,4 @@
-//! Retrying (DESIGN §6): `retry::retry_n` (folly's retryN) and `retry::retry_with_backoff`
+//! Retrying: `retry::retry_n` (folly's retryN) and `retry::retry_with_backoff`
 //! (folly's retryWithExponentialBackoff), after folly's RetryTest, behaviour by behaviour.
 
 mod support;

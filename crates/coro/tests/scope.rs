@@ -1,4 +1,4 @@
-//! Scopes and bounded pools (DESIGN §8): `AsyncScope`.
+//! Scopes and bounded pools: `AsyncScope`.
 
 use coro::cancel::{CancellationSource, Cancelled};
 use coro::time::sleep;

@@ -1,4 +1,4 @@
-//! `coro::select!` (DESIGN §12): the first ready branch wins and the others are dropped before
+//! `coro::select!`: the first ready branch wins and the others are dropped before
 //! its body runs; a random start per poll (fair) unless `biased;`; `default` when nothing is
 //! ready; refuted patterns and false preconditions disable branches; `else` when all are.
 

@@ -1,4 +1,4 @@
-//! FIFO counting and exclusive locking, and a manual-reset event (DESIGN §9): `Semaphore`,
+//! FIFO counting and exclusive locking, and a manual-reset event: `Semaphore`,
 //! `Mutex` and `Baton`. Queue order is checked deterministically by polling futures by hand with
 //! wakers that record who was woken; multi-threaded stresses check the invariants under load.
 

@@ -1,4 +1,4 @@
-//! One value, many waiters (DESIGN §9): `SharedPromise`, `SharedFuture` and `SharedTask`
+//! One value, many waiters: `SharedPromise`, `SharedFuture` and `SharedTask`
 //! (`Task::shared`): fan-out, broken promises, per-waiter executors, run-once computations,
 //! panics, cancellation and executor shutdown.
 

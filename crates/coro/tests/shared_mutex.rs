@@ -1,4 +1,4 @@
-//! `coro::sync::SharedMutexFair` (DESIGN §9): folly's SharedMutexFair policy, checked
+//! `coro::sync::SharedMutexFair`: folly's SharedMutexFair policy, checked
 //! deterministically by polling the lock futures by hand (the `try_` state table, FIFO queueing
 //! of readers behind writers, the grant runs after an exclusive release, upgrade priority,
 //! writer FIFO order), cancel-safety (queued and grant-then-drop), resumption through the

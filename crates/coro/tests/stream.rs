@@ -1,4 +1,4 @@
-//! Streams (DESIGN §12): `coro::stream::generator` (folly's AsyncGenerator) and
+//! Streams: `coro::stream::generator` (folly's AsyncGenerator) and
 //! `coro::stream::buffered`.
 
 use coro::cancel::{CancellationSource, Cancelled, cancellable};

@@ -1,4 +1,4 @@
-//! The task model (DESIGN §3): laziness, inline children, executor affinity, `block_wait`,
+//! The task model: laziness, inline children, executor affinity, `block_wait`,
 //! the free functions and deep chains.
 
 use coro::executor::{ExecutorHandle, ManualExecutor};

@@ -1,4 +1,4 @@
-//! Cancellation-aware waiting (DESIGN §5, §6): `cancellable`, `safe_point`, `time::sleep`,
+//! Cancellation-aware waiting: `cancellable`, `safe_point`, `time::sleep`,
 //! `time::sleep_until` and `time::timeout`.
 
 use coro::cancel::{CancellationCallback, CancellationSource, Cancelled, cancellable, safe_point};

@@ -1,4 +1,4 @@
-//! `time::timeout_no_discard` (DESIGN §6, folly's `timeoutNoDiscard`): at the deadline the
+//! `time::timeout_no_discard` (folly's `timeoutNoDiscard`): at the deadline the
 //! operation's token is cancelled and the operation awaited; its own result is kept unless it
 //! ends cancelled, which alone gives `Err(Elapsed)`.
 

@@ -1,4 +1,4 @@
-//! Async stack traces (DESIGN §4): the current stack, its text form, and the panic hook.
+//! Async stack traces: the current stack, its text form, and the panic hook.
 
 use coro::{Task, block_wait};
 

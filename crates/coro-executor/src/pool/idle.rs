@@ -1,7 +1,7 @@
 //! Who is searching and who is parked: the bookkeeping behind "wake a worker only when it helps".
 //!
 //! One atomic word counts unparked workers and, among them, searching ones (workers looking for
-//! work to steal). The rules of DESIGN §2 are decided here:
+//! work to steal). The pool's rules for waking and parking are decided here:
 //! - at most half of the workers search at once ([`Idle::try_start_searching`]);
 //! - a new task wakes a parked worker only if no worker is searching and some worker is parked
 //!   ([`Idle::worker_to_notify`]); a searcher will find the task otherwise;

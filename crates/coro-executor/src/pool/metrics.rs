@@ -1,4 +1,4 @@
-//! Counters that make the scheduling policy observable (DESIGN §2).
+//! Counters that make the scheduling policy observable.
 //!
 //! Each worker bumps its own counters with plain relaxed load/store pairs (no read-modify-write:
 //! only the owner writes them), so counting costs a few cycles on a cache line nobody else writes.

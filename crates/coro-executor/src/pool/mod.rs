@@ -1,4 +1,4 @@
-//! The work-stealing [`ThreadPool`] (DESIGN §2).
+//! The work-stealing [`ThreadPool`].
 //!
 //! - `queue`: each worker's bounded ring (owner push/pop, others steal half);
 //! - `shared`: what all workers share: the remotes (stealing ends, next slots, parkers, counters),

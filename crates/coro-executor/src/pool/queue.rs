@@ -15,7 +15,7 @@ use crate::loom::sync::Arc;
 use crate::loom::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use std::mem::MaybeUninit;
 
-/// Slots in each worker's ring (DESIGN §2).
+/// Slots in each worker's ring.
 pub(crate) const CAPACITY: usize = 256;
 const MASK: u32 = CAPACITY as u32 - 1;
 const HALF: u32 = CAPACITY as u32 / 2;

@@ -1,4 +1,4 @@
-//! Cooperative cancellation (DESIGN §5): sources request it, tokens observe it, callbacks react.
+//! Cooperative cancellation: sources request it, tokens observe it, callbacks react.
 //!
 //! - `state`: the shared flag and reaction list, and the run-outside-the-lock protocol;
 //! - `token`: [`CancellationSource`], [`CancellationToken`] and `merge`;

@@ -1,4 +1,4 @@
-//! Collect (DESIGN §7): run many children concurrently and gather their outcomes.
+//! Collect: run many children concurrently and gather their outcomes.
 //!
 //! - `children`: the machinery every collect shares: spawning a child under the collect's
 //!   cancellation token, catching its panic, recording the first failure in time, and the

@@ -1,4 +1,4 @@
-//! Streams (DESIGN §12): sequences of values produced asynchronously, as
+//! Streams: sequences of values produced asynchronously, as
 //! [`futures_core::Stream`]s.
 //!
 //! A [`generator`] is folly's `AsyncGenerator`: an async body that hands values to its consumer

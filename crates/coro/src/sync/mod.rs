@@ -1,4 +1,4 @@
-//! Synchronisation for tasks (DESIGN §9): fan-out and fair locking.
+//! Synchronisation for tasks: fan-out and fair locking.
 //!
 //! - [`SharedPromise`] / [`SharedFuture`]: one value, any number of waiters;
 //! - [`SharedTask`] ([`Task::shared`](crate::Task::shared)): one computation, any number of

@@ -1,4 +1,4 @@
-//! Tasks (DESIGN §3).
+//! Tasks.
 //!
 //! - `task`: [`Task`], lazy and run inline by its awaiter, and `Framed`, its body;
 //! - `with_executor`: [`TaskWithExecutor`], a task bound to an executor (two hops);

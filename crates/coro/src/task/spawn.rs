@@ -1,4 +1,4 @@
-//! The free functions of DESIGN §3: spawn, spawn_blocking, yield_now, current_executor,
+//! The free functions of the task model: spawn, spawn_blocking, yield_now, current_executor,
 //! current_cancellation_token.
 
 use super::context::{self, with_context};

@@ -1,4 +1,4 @@
-//! Async stack traces (DESIGN §4): every task has a frame (name and creation site), linked to
+//! Async stack traces: every task has a frame (name and creation site), linked to
 //! its awaiter's while it runs.
 //!
 //! - `frame`: [`Frame`] and the per-thread chain of frames being polled;
