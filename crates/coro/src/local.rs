@@ -5,14 +5,14 @@
 //! and a lookup walks the (short) list. Nothing is copied per value, and a child's own `scope`
 //! builds on its copy of the pointer, so it can never leak back to its parent.
 
-use crate::task::context::{Context, current_context, enter_context, with_context};
+use crate::task::context::{TaskContext, current_context, enter_context, with_context};
 use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context as TaskCx, Poll};
+use std::task::{Context, Poll};
 
 /// The task-local values in scope: an immutable, shared list.
 #[derive(Clone, Default)]
@@ -224,14 +224,14 @@ pub struct Scope<F> {
     key: usize,
     value: Option<Box<dyn Any + Send + Sync>>,
     /// The context inside the scope, built on first poll from the context current then.
-    ctx: Option<Context>,
+    ctx: Option<TaskContext>,
     future: F,
 }
 
 impl<F: Future> Future for Scope<F> {
     type Output = F::Output;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<F::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         // SAFETY: `future` is structurally pinned (never moved out; `Scope` has no Drop impl);
         // the other fields are not pinned and only accessed by `&mut`.
         let this = unsafe { self.get_unchecked_mut() };

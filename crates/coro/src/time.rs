@@ -4,7 +4,7 @@
 use crate::cancel::{
     Cancellable, CancellationSource, CancellationToken, CancelledOutcome, cancellable,
 };
-use crate::task::context::{Context as TaskContext, current_context, enter_context};
+use crate::task::context::{TaskContext, current_context, enter_context};
 use coro_executor::time::Sleep;
 use pin_project::pin_project;
 use std::fmt;

@@ -23,7 +23,7 @@ mod loom_tests;
 use super::children::Failure;
 use super::slot::ChildSlots;
 use crate::cancel::CancellationToken;
-use crate::task::context::{Context, current_context, enter_context};
+use crate::task::context::{TaskContext, current_context, enter_context};
 use crate::task::root::{RootBody, RootTrace, spawn_root, without_publishing};
 use crate::trace::Frame;
 use coro_executor::loom::sync::Mutex;
@@ -42,7 +42,7 @@ pub(super) struct Collect<S> {
     /// The context the children run in: the caller's, with the children's token (the
     /// caller's merged with the collect's own, unless the collect never cancels). Its token
     /// goes back with `failure`'s source for reuse when the collect is dropped.
-    child_ctx: Context,
+    child_ctx: TaskContext,
     /// Records the first failure and cancels the siblings (`None`: `settled`, never cancels).
     failure: Option<Failure>,
     /// Children taken by idle workers. Locked from a taker's claim to the push of its child's

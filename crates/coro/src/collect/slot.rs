@@ -11,7 +11,7 @@
 //! Children of one range share a type ([`Box<[Slot<F>]>`](Slot)); the children of
 //! `collect_all!` do not, and live in a tuple of slots. Both are [`ChildSlots`].
 
-use crate::task::context::Context as TaskContext;
+use crate::task::context::TaskContext;
 use crate::task::poll_in_frame;
 use crate::trace::frame::FrameNode;
 use coro_executor::JoinError;

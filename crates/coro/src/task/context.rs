@@ -1,7 +1,7 @@
 //! What a running task can ask about itself: its executor, cancellation token, task-locals and
 //! async stack frame, kept in thread-locals for exactly the duration of each poll.
 //!
-//! A [`Context`] is immutable and cheap to clone (two optional `Arc`s, both `None` in the common
+//! A [`TaskContext`] is immutable and cheap to clone (two optional `Arc`s, both `None` in the common
 //! case); a child task captures its awaiter's context when it first starts (folly's
 //! RequestContext), and a `scope` or `with_cancellation` makes a new one rather than mutating the
 //! shared one, so a child can never leak a change back into its parent.
@@ -14,36 +14,36 @@ use std::ptr;
 
 /// The inheritable part of a task's environment.
 #[derive(Clone, Default)]
-pub(crate) struct Context {
+pub(crate) struct TaskContext {
     pub(crate) token: CancellationToken,
     pub(crate) locals: Locals,
 }
 
 thread_local! {
     /// The context of the code being polled on this thread, if inside a coro task.
-    static CONTEXT: Cell<*const Context> = const { Cell::new(ptr::null()) };
+    static CONTEXT: Cell<*const TaskContext> = const { Cell::new(ptr::null()) };
     /// The executor the polled root task belongs to.
     static EXECUTOR: Cell<*const ExecutorHandle> = const { Cell::new(ptr::null()) };
 }
 
 /// Runs `f` with the current context, if any.
 #[inline]
-pub(crate) fn with_context<R>(f: impl FnOnce(Option<&Context>) -> R) -> R {
+pub(crate) fn with_context<R>(f: impl FnOnce(Option<&TaskContext>) -> R) -> R {
     // `f` runs outside the thread-local's closure: inside it, a larger `f` kept `LocalKey::with`
     // out of line, a call through the key's accessor on every Task level.
     let ctx = CONTEXT.with(Cell::get);
     // SAFETY: `CONTEXT` is only ever set by `enter_context`, whose guard restores the previous
-    // value before the pointed-to `Context` (owned by the future being polled, which is pinned
+    // value before the pointed-to `TaskContext` (owned by the future being polled, which is pinned
     // or otherwise outlives that poll) can be dropped or moved; `f` runs within this call.
     f(unsafe { ctx.as_ref() })
 }
 
 /// A clone of the current context, or the default one outside any task.
-pub(crate) fn current_context() -> Context {
+pub(crate) fn current_context() -> TaskContext {
     with_context(|c| c.cloned().unwrap_or_default())
 }
 
-impl Context {
+impl TaskContext {
     /// True for the context of a task with no token and no task-locals: everything that reads
     /// the context treats it exactly as no context at all.
     #[inline]
@@ -56,7 +56,7 @@ impl Context {
 /// token and locals, or no context and an empty one), in which case there is nothing to switch
 /// and nothing to restore.
 #[inline]
-pub(crate) fn enter_context_if_changed(ctx: &Context) -> Option<ContextGuard> {
+pub(crate) fn enter_context_if_changed(ctx: &TaskContext) -> Option<ContextGuard> {
     let same = with_context(|current| match current {
         Some(current) => current.token == ctx.token && current.locals.ptr_eq(&ctx.locals),
         None => ctx.is_empty(),
@@ -66,13 +66,13 @@ pub(crate) fn enter_context_if_changed(ctx: &Context) -> Option<ContextGuard> {
 
 /// Makes `ctx` current until the guard drops (also on unwind).
 #[inline]
-pub(crate) fn enter_context(ctx: &Context) -> ContextGuard {
+pub(crate) fn enter_context(ctx: &TaskContext) -> ContextGuard {
     let prev = CONTEXT.with(|c| c.replace(ctx));
     ContextGuard { prev }
 }
 
 pub(crate) struct ContextGuard {
-    prev: *const Context,
+    prev: *const TaskContext,
 }
 
 impl Drop for ContextGuard {

@@ -1,6 +1,6 @@
-//! Tasks.
+//! Tasks: the lazy [`Task`], the executor it runs on, and how it is spawned and waited for.
 //!
-//! - `task`: [`Task`], lazy and run inline by its awaiter, and `Framed`, its body;
+//! - `lazy`: [`Task`], lazy and run inline by its awaiter, and `Framed`, its body;
 //! - `with_executor`: [`TaskWithExecutor`], a task bound to an executor (two hops);
 //! - `root`: what a task runs as when spawned on an executor;
 //! - `spawn`: `spawn`, `spawn_blocking`, `yield_now`, `current_executor`,
@@ -12,16 +12,15 @@
 
 mod block_wait;
 pub(crate) mod context;
+mod lazy;
 mod recycle;
 pub(crate) mod root;
 mod spawn;
 mod stack;
-#[allow(clippy::module_inception)]
-mod task;
 mod with_executor;
 
 pub use block_wait::block_wait;
+pub use lazy::Task;
+pub(crate) use lazy::poll_in_frame;
 pub use spawn::{current_cancellation_token, current_executor, spawn, spawn_blocking, yield_now};
-pub use task::Task;
-pub(crate) use task::poll_in_frame;
 pub use with_executor::TaskWithExecutor;

@@ -6,7 +6,7 @@
 //! configuration (task dumps then show no frames).
 
 use super::context::enter_executor;
-use super::task::Framed;
+use super::lazy::Framed;
 use crate::trace::Frame;
 use coro_executor::{ExecutorHandle, JoinHandle};
 use std::future::Future;

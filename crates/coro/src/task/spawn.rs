@@ -2,8 +2,8 @@
 //! current_cancellation_token.
 
 use super::context::{self, with_context};
+use super::lazy::{Framed, Task};
 use super::root::{FramedRoot, RootTrace, spawn_root};
-use super::task::{Framed, Task};
 use crate::cancel::CancellationToken;
 use coro_executor::{ExecutorHandle, JoinHandle};
 use std::any::TypeId;

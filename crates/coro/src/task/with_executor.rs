@@ -1,7 +1,7 @@
 //! [`TaskWithExecutor`]: a task bound to an executor (folly's `scheduleOn`).
 
+use super::lazy::Task;
 use super::root::{RootBody, RootTrace, spawn_root};
-use super::task::Task;
 use crate::trace::Frame;
 use crate::trace::frame::continue_into;
 use coro_executor::{ExecutorHandle, JoinError, JoinHandle};

@@ -12,7 +12,7 @@ pub(crate) struct FrameNode {
     pub(crate) frame: Frame,
     /// The awaiter's node (aligned to 8), with the owner's [`FLAGS`] in its low three bits:
     /// a Task keeps its state there rather than in a byte of its own, which padding made a
-    /// word (see `task/task.rs`).
+    /// word (see `task/lazy.rs`).
     link: Cell<*const FrameNode>,
 }
 

@@ -23,7 +23,7 @@
 
 use super::{Collect, Driven};
 use crate::collect::slot::ChildSlots;
-use crate::task::context::Context as TaskContext;
+use crate::task::context::TaskContext;
 use coro_executor::loom::UnsafeCell;
 use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use coro_executor::loom::thread;

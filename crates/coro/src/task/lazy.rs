@@ -1,6 +1,6 @@
 //! [`Task`]: a lazy, named unit of async work that runs inline in its awaiter.
 
-use super::context::{Context, enter_context_if_changed, with_context};
+use super::context::{TaskContext, enter_context_if_changed, with_context};
 use super::recycle;
 use super::stack::with_stack;
 use super::with_executor::TaskWithExecutor;
@@ -15,7 +15,7 @@ use std::future::Future;
 use std::panic::{AssertUnwindSafe, Location, catch_unwind};
 use std::pin::Pin;
 use std::ptr::NonNull;
-use std::task::{Context as TaskCx, Poll};
+use std::task::{Context, Poll};
 
 /// A lazy unit of async work (folly's `Task<T>`).
 ///
@@ -99,7 +99,7 @@ pub(crate) struct Framed<F: ?Sized> {
     frame: FrameNode,
     /// Before the task starts: only its own token, if `with_cancellation` gave it one. From
     /// its start (first polled, started or spawned): the context it runs in.
-    ctx: Context,
+    ctx: TaskContext,
     // The task's `STARTED`, `FINISHED` and `OWN_TOKEN` flags live in the frame node's spare
     // bits (`FrameNode::flags`): a byte of their own cost a word with padding, and a smaller
     // body stays in a smaller size class, which measurably matters for deep chains.
@@ -151,7 +151,7 @@ impl<T: Send + 'static> Task<T> {
         Task {
             inner: new_body(Framed {
                 frame: FrameNode::new(frame),
-                ctx: Context::default(),
+                ctx: TaskContext::default(),
                 future: fut,
             }),
         }
@@ -277,7 +277,7 @@ impl<F> Framed<F> {
     ) -> Self {
         Framed {
             frame: FrameNode::new(Frame::new(name, location)),
-            ctx: Context::default(),
+            ctx: TaskContext::default(),
             future,
         }
     }
@@ -321,7 +321,7 @@ struct Settle<T> {
 impl<T> Future for Settle<T> {
     type Output = Result<T, JoinError>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<Self::Output> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let task = self
             .task
             .as_mut()
@@ -341,7 +341,7 @@ impl<T> Future for Settle<T> {
 impl<F: Future + ?Sized> Framed<F> {
     /// Polls the future in the current frame and context, which the caller set up for this
     /// task (a wrapper that carries the task's frame and context itself, as `settle`'s does).
-    fn poll_unframed(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<F::Output> {
+    fn poll_unframed(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         // SAFETY: as in `poll_framed`: `future` is structurally pinned, the rest is plain data.
         let this = unsafe { self.get_unchecked_mut() };
         this.start();
@@ -391,7 +391,7 @@ impl<F: Future + ?Sized> Framed<F> {
     }
 
     /// Polls the future inside this frame and context.
-    pub(crate) fn poll_framed(self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<F::Output> {
+    pub(crate) fn poll_framed(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         // SAFETY: `future` is structurally pinned: it is only ever reached through this pinned
         // projection; the other fields are plain data, not pinned.
         let this = unsafe { self.get_unchecked_mut() };
@@ -418,9 +418,9 @@ impl<F: Future + ?Sized> Framed<F> {
 /// a poll that returns `Pending` publishes the stack from here if nothing deeper did.
 pub(crate) fn poll_in_frame<F: Future + ?Sized>(
     frame: &FrameNode,
-    ctx: Option<&Context>,
+    ctx: Option<&TaskContext>,
     future: Pin<&mut F>,
-    cx: &mut TaskCx<'_>,
+    cx: &mut Context<'_>,
 ) -> Poll<F::Output> {
     // Most tasks run in exactly their awaiter's context: then there is nothing to switch.
     let _ctx = ctx.and_then(enter_context_if_changed);
@@ -443,7 +443,7 @@ impl<T> super::root::RootBody for Task<T> {
 impl<T> Future for Task<T> {
     type Output = T;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskCx<'_>) -> Poll<T> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
         self.inner_pinned().poll_framed(cx)
     }
 }
