@@ -1,9 +1,10 @@
 //! Task-local values that children inherit.
 //!
-//! The values in scope form an immutable linked list shared by every task that inherited it:
-//! `scope` prepends one node for the duration of its future, starting a child copies one pointer,
-//! and a lookup walks the (short) list. Nothing is copied per value, and a child's own `scope`
-//! builds on its copy of the pointer, so it can never leak back to its parent.
+//! The values in scope form an immutable linked list shared by every task that inherited it
+//! (`Locals`, part of the task's context in `task/context.rs`): `scope` prepends one node for
+//! the duration of its future, starting a child copies one pointer, and a lookup walks the
+//! (short) list. Nothing is copied per value, and a child's own `scope` builds on its copy of
+//! the pointer, so it can never leak back to its parent.
 
 use crate::task::context::{TaskContext, current_context, enter_context, with_context};
 use std::any::Any;
@@ -11,48 +12,7 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
-
-/// The task-local values in scope: an immutable, shared list.
-#[derive(Clone, Default)]
-pub(crate) struct Locals(Option<Arc<Node>>);
-
-struct Node {
-    key: usize,
-    value: Box<dyn Any + Send + Sync>,
-    next: Locals,
-}
-
-impl Locals {
-    /// Whether both are the same list (not just equal values).
-    pub(crate) fn ptr_eq(&self, other: &Locals) -> bool {
-        match (&self.0, &other.0) {
-            (None, None) => true,
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        }
-    }
-
-    fn get(&self, key: usize) -> Option<&(dyn Any + Send + Sync)> {
-        let mut node = self.0.as_deref();
-        while let Some(n) = node {
-            if n.key == key {
-                return Some(n.value.as_ref());
-            }
-            node = n.next.0.as_deref();
-        }
-        None
-    }
-
-    fn with(&self, key: usize, value: Box<dyn Any + Send + Sync>) -> Locals {
-        Locals(Some(Arc::new(Node {
-            key,
-            value,
-            next: self.clone(),
-        })))
-    }
-}
 
 /// Declares task-local keys: `coro::task_local! { static NAME: Type; }`.
 ///

@@ -86,6 +86,27 @@ pub struct SharedTask<T> {
     started: bool,
 }
 
+// `Task::shared` lives here, beside what it makes, so that the task layer does not depend on
+// `sync` (which builds on tasks): the dependency goes one way, sync -> task.
+impl<T: Send + 'static> Task<T> {
+    /// Makes the task shareable: the returned [`SharedTask`] can be cloned and awaited from
+    /// anywhere; the task runs once, on the first await, and every awaiter gets a clone of its
+    /// value (a panic makes every awaiter panic with the same message).
+    ///
+    /// ```
+    /// let answer = coro::Task::new(async { 42 }).shared();
+    /// let again = answer.clone();
+    /// assert_eq!(coro::block_wait(answer), 42);
+    /// assert_eq!(coro::block_wait(again), 42);
+    /// ```
+    pub fn shared(self) -> SharedTask<T>
+    where
+        T: Clone + Sync,
+    {
+        SharedTask::new(self)
+    }
+}
+
 impl<T: Clone + Send + Sync + 'static> SharedTask<T> {
     pub(crate) fn new(task: Task<T>) -> Self {
         let promise = SharedPromise::new();

@@ -7,16 +7,57 @@
 //! shared one, so a child can never leak a change back into its parent.
 
 use crate::cancel::CancellationToken;
-use crate::local::Locals;
 use coro_executor::ExecutorHandle;
+use std::any::Any;
 use std::cell::Cell;
 use std::ptr;
+use std::sync::Arc;
 
 /// The inheritable part of a task's environment.
 #[derive(Clone, Default)]
 pub(crate) struct TaskContext {
     pub(crate) token: CancellationToken,
     pub(crate) locals: Locals,
+}
+
+/// The task-local values in scope: an immutable, shared list.
+#[derive(Clone, Default)]
+pub(crate) struct Locals(Option<Arc<Node>>);
+
+struct Node {
+    key: usize,
+    value: Box<dyn Any + Send + Sync>,
+    next: Locals,
+}
+
+impl Locals {
+    /// Whether both are the same list (not just equal values).
+    pub(crate) fn ptr_eq(&self, other: &Locals) -> bool {
+        match (&self.0, &other.0) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn get(&self, key: usize) -> Option<&(dyn Any + Send + Sync)> {
+        let mut node = self.0.as_deref();
+        while let Some(n) = node {
+            if n.key == key {
+                return Some(n.value.as_ref());
+            }
+            node = n.next.0.as_deref();
+        }
+        None
+    }
+
+    pub(crate) fn with(&self, key: usize, value: Box<dyn Any + Send + Sync>) -> Locals {
+        Locals(Some(Arc::new(Node {
+            key,
+            value,
+            next: self.clone(),
+        })))
+    }
 }
 
 thread_local! {

@@ -5,7 +5,6 @@ use super::recycle;
 use super::stack::with_stack;
 use super::with_executor::TaskWithExecutor;
 use crate::cancel::CancellationToken;
-use crate::sync::SharedTask;
 use crate::trace::frame::{Frame, FrameNode};
 use coro_executor::{ExecutorHandle, JoinError};
 use std::alloc::Layout;
@@ -223,23 +222,6 @@ impl<T: Send + 'static> Task<T> {
             Some(token) => settled.with_cancellation(token),
             None => settled,
         }
-    }
-
-    /// Makes the task shareable: the returned [`SharedTask`] can be cloned and awaited from
-    /// anywhere; the task runs once, on the first await, and every awaiter gets a clone of its
-    /// value (a panic makes every awaiter panic with the same message).
-    ///
-    /// ```
-    /// let answer = coro::Task::new(async { 42 }).shared();
-    /// let again = answer.clone();
-    /// assert_eq!(coro::block_wait(answer), 42);
-    /// assert_eq!(coro::block_wait(again), 42);
-    /// ```
-    pub fn shared(self) -> SharedTask<T>
-    where
-        T: Clone + Sync,
-    {
-        SharedTask::new(self)
     }
 }
 
