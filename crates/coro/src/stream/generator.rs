@@ -218,12 +218,12 @@ where
                         // publication compare the whole stack again.)
                         Some(value) => {
                             #[cfg(not(coro_untraced))]
-                            crate::task::root::note_relinked();
+                            crate::trace::publish::note_relinked();
                             Ok(Poll::Ready(Some(value)))
                         }
                         // Really suspended: if nothing deeper published where, it is here.
                         None => {
-                            crate::task::root::publish_suspension(inner.frame);
+                            crate::trace::publish::publish_suspension(inner.frame);
                             Ok(Poll::Pending)
                         }
                     }

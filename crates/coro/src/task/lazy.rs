@@ -411,7 +411,7 @@ pub(crate) fn poll_in_frame<F: Future + ?Sized>(
     if poll.is_pending() {
         // Still the innermost frame here: if nothing deeper suspended, this is where the task
         // waits.
-        super::root::publish_suspension(frame);
+        crate::trace::publish::publish_suspension(frame);
     }
     poll
 }

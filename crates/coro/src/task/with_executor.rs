@@ -1,9 +1,10 @@
 //! [`TaskWithExecutor`]: a task bound to an executor (folly's `scheduleOn`).
 
 use super::lazy::Task;
-use super::root::{RootBody, RootTrace, spawn_root};
+use super::root::{RootBody, spawn_root};
 use crate::trace::Frame;
 use crate::trace::frame::continue_into;
+use crate::trace::publish::RootTrace;
 use coro_executor::{ExecutorHandle, JoinError, JoinHandle};
 use std::fmt;
 use std::future::Future;

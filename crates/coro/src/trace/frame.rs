@@ -134,7 +134,7 @@ impl FrameNode {
                 coro_executor::trace::attach_owned(&self.frame);
             }
             self.set_parent(parent);
-            crate::task::root::note_relinked();
+            super::publish::note_relinked();
         }
         FrameGuard { parent }
     }

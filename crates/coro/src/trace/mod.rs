@@ -7,6 +7,7 @@
 
 mod dump;
 pub(crate) mod frame;
+pub(crate) mod publish;
 mod signal;
 
 pub use coro_executor::trace::{TaskSnapshot, TaskState};
