@@ -1,0 +1,294 @@
+//! The running task and its publication: marking a task running and suspended around each
+//! poll, attaching a trace cell, and publishing the stack where the task suspends.
+
+use super::*;
+
+thread_local! {
+    /// The header of the task being polled on this thread.
+    static CURRENT: Cell<*const TaskHeader> = const { Cell::new(ptr::null()) };
+}
+
+/// Marks `header`'s task running on this thread until the guard drops, which marks it suspended
+/// (a wake-up during the poll makes async-task schedule it right after, which marks it
+/// scheduled again).
+#[inline]
+#[cfg(not(coro_untraced))]
+pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
+    header.state.store(RUNNING, Relaxed);
+    let prev = CURRENT.with(|c| c.replace(header));
+    Running { header, prev }
+}
+
+/// Tracing compiled out (`--cfg coro_untraced`, a build only for measuring what tracing costs):
+/// no state, no current task.
+#[inline]
+#[cfg(coro_untraced)]
+pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
+    Running {
+        header,
+        prev: ptr::null(),
+    }
+}
+
+pub(crate) struct Running<'a> {
+    pub(super) header: &'a TaskHeader,
+    pub(super) prev: *const TaskHeader,
+}
+
+#[cfg(not(coro_untraced))]
+impl Drop for Running<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.header.state.store(SUSPENDED, Relaxed);
+        CURRENT.with(|c| c.set(self.prev));
+    }
+}
+
+/// The id of the task being polled on this thread, if any.
+///
+/// ```
+/// assert_eq!(coro_executor::trace::current_task_id(), None);
+/// let pool = coro_executor::ThreadPool::new(1).unwrap();
+/// let id = futures::executor::block_on(pool.spawn(async { coro_executor::trace::current_task_id() }));
+/// assert!(id.unwrap().is_some());
+/// ```
+#[inline]
+pub fn current_task_id() -> Option<u64> {
+    current_header().map(TaskHeader::id)
+}
+
+/// Attaches `cell` to the task being polled on this thread, for [`snapshot_tasks`] to read,
+/// with `root`, the task's outermost frame (whose name snapshots show). Returns false outside a
+/// task spawned through an [`ExecutorHandle`](crate::ExecutorHandle).
+///
+/// # Safety
+///
+/// `cell` and `root` must stay alive, in place and unchanged until the task's future is
+/// dropped: task snapshots read them, from any thread, until then. Fields of the (pinned)
+/// future being polled meet this; values on the stack, or in a box the future may drop early,
+/// do not.
+///
+/// ```
+/// use coro_executor::trace::{Frame, TraceCell, attach};
+///
+/// let cell = TraceCell::new();
+/// let root = Frame::new("x", std::panic::Location::caller());
+/// // SAFETY: not inside a task, so nothing is attached.
+/// assert!(!unsafe { attach(&cell, &root) });
+/// assert!(!cell.is_attached());
+/// ```
+#[inline]
+pub unsafe fn attach(cell: &TraceCell, root: &Frame) -> bool {
+    match current_header() {
+        Some(header) => {
+            cell.root.store(ptr::from_ref(root).cast_mut(), Relaxed);
+            header.last.store(UNKNOWN, Relaxed);
+            // Release: a snapshot that sees the cell sees its root.
+            header.trace.store(ptr::from_ref(cell).cast_mut(), Release);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Attaches a trace cell that the task itself owns (freed with the task), with a copy of
+/// `root` as its outermost frame, to the task being polled on this thread, unless a cell is
+/// attached already. For a future that carries a frame but no cell of its own: a coro `Task`
+/// spawned through [`ExecutorHandle::spawn`](crate::ExecutorHandle::spawn) or a user's
+/// executor rather than as a coro root. Returns whether it attached one. The cell shows no
+/// spawning parent, and its stack is always copied when published.
+///
+/// ```
+/// use coro_executor::trace::{Frame, attach_owned, snapshot_tasks};
+/// use std::panic::Location;
+///
+/// let pool = coro_executor::ThreadPool::new(1).unwrap();
+/// let join = pool.spawn(async {
+///     let root = Frame::new("owned", Location::caller());
+///     assert!(attach_owned(&root));
+///     assert!(!attach_owned(&root), "attached once");
+///     let me = coro_executor::trace::current_task_id().unwrap();
+///     snapshot_tasks().into_iter().find(|t| t.id() == me).unwrap().name().to_owned()
+/// });
+/// assert_eq!(futures::executor::block_on(join).unwrap(), "owned");
+/// ```
+pub fn attach_owned(root: &Frame) -> bool {
+    let Some(header) = current_header() else {
+        return false;
+    };
+    if !header.trace.load(Relaxed).is_null() {
+        return false;
+    }
+    let owned = Box::into_raw(Box::new(OwnedCell {
+        cell: TraceCell::with_parent(None),
+        root: root.clone(),
+    }));
+    // SAFETY: just allocated, and boxed: the frame stays where it is until the box is freed,
+    // with the header, after every snapshot of the task.
+    let cell = unsafe {
+        (*owned)
+            .cell
+            .root
+            .store(ptr::addr_of_mut!((*owned).root), Relaxed);
+        ptr::addr_of_mut!((*owned).cell)
+    };
+    header.last.store(UNKNOWN, Relaxed);
+    // Release: a snapshot that sees the cell sees its root. Only the polling thread attaches.
+    header
+        .trace
+        .store(cell.map_addr(|addr| addr | OWNED_CELL), Release);
+    true
+}
+
+/// A cell owned by its task's header, with its own copy of the root frame (the frame it was
+/// given may not outlive the task's future). `cell` first, so a pointer to it is one to the
+/// whole (`repr(C)`).
+#[repr(C)]
+pub(super) struct OwnedCell {
+    pub(super) cell: TraceCell,
+    pub(super) root: Frame,
+}
+
+/// The header of the task being polled on this thread, if any.
+#[inline]
+fn current_header<'a>() -> Option<&'a TaskHeader> {
+    // SAFETY: `CURRENT` points at the header of the task whose poll is on this thread's stack
+    // (set by `enter`, restored when that poll returns), which outlives the poll; callers use
+    // the reference only within the poll they are called from.
+    CURRENT.with(|c| unsafe { c.get().as_ref() })
+}
+
+/// Publishes the stack of the task being polled on this thread into its attached cell, for
+/// task dumps: called by the innermost frame that is about to return `Pending`, so the first
+/// call in a poll is where the task waits, and later ones in the same poll do nothing.
+///
+/// Most suspensions happen where the previous one did; recognising that keeps publication
+/// cheap. `innermost` identifies the innermost frame (its address). If it is the one published
+/// last time and no frame was relinked since ([`note_relinked`]), the stack is unchanged and
+/// nothing more is done; otherwise the cell compares `fingerprint()` with the stack it holds
+/// and copies `frames()` (innermost first) only if they differ. `alone` says that the innermost
+/// frame is the task's root frame (the one given to [`attach`]) with nothing around it: the
+/// stack is then that one frame, which snapshots read from the task itself, so nothing is
+/// copied and nothing allocated. Does nothing outside a task, in a task without a cell, or
+/// inside [`without_publishing`].
+///
+/// ```
+/// use coro_executor::trace::{Frame, TraceCell, attach, publish_suspension, snapshot_tasks};
+/// use std::panic::Location;
+/// use std::task::Poll;
+///
+/// let ex = coro_executor::ManualExecutor::new();
+/// let traced = Box::new((TraceCell::new(), Frame::new("waiter", Location::caller())));
+/// let mut polled = false;
+/// let join = ex.handle().spawn(std::future::poll_fn(move |_| {
+///     let (cell, root) = &*traced;
+///     if !cell.is_attached() {
+///         // SAFETY: the box is owned by this future until it is dropped, and never moves.
+///         unsafe { attach(cell, root) };
+///     }
+///     if std::mem::replace(&mut polled, true) {
+///         return Poll::Ready(());
+///     }
+///     let innermost: *const Frame = root;
+///     let frames = || vec![Frame::new("inner", Location::caller())];
+///     publish_suspension(innermost.cast(), false, || 1, frames);
+///     Poll::Pending
+/// }));
+/// ex.run_until_idle();
+/// let waiter = snapshot_tasks().into_iter().find(|t| t.name() == "waiter").unwrap();
+/// assert_eq!(waiter.frames()[0].name(), "inner");
+/// join.cancel();
+/// ```
+#[inline]
+pub fn publish_suspension(
+    innermost: *const (),
+    alone: bool,
+    fingerprint: fn() -> u64,
+    frames: fn() -> Vec<Frame>,
+) {
+    let Some(header) = current_header() else {
+        return;
+    };
+    let innermost = innermost as usize;
+    let state = header.state.load(Relaxed);
+    if state == RUNNING {
+        // The first suspension of this poll, and no frame relinked: the common case. (Plain
+        // stores: only this thread writes the state during the poll.)
+        header.state.store(RUNNING | PUBLISHED, Relaxed);
+        if header.last.load(Relaxed) != innermost {
+            publish_from(header, innermost, alone, fingerprint, frames);
+        }
+    } else if state & PUBLISHED == 0 {
+        // Relinked: the stack may have changed although the innermost frame did not.
+        header.state.store(state | PUBLISHED, Relaxed);
+        publish_from(header, innermost, alone, fingerprint, frames);
+    }
+}
+
+/// The part of [`publish_suspension`] for a stack that may have changed: out of line, as it
+/// is rarely needed and would bloat every task's poll.
+#[inline(never)]
+fn publish_from(
+    header: &TaskHeader,
+    innermost: usize,
+    alone: bool,
+    fingerprint: fn() -> u64,
+    frames: fn() -> Vec<Frame>,
+) {
+    header.last.store(innermost, Relaxed);
+    // An owned cell's root is a copy, not necessarily the frame that is outermost now: its
+    // stack is always copied.
+    let owned = header.trace.load(Relaxed).addr() & OWNED_CELL != 0;
+    // SAFETY: a non-null `trace` points at the cell attached by this task's future (alive and
+    // in place while it is polled on this thread) or owned by the header.
+    if let Some(cell) = unsafe { header.cell(Relaxed).as_ref() } {
+        cell.publish(alone && !owned, fingerprint, frames);
+    }
+}
+
+/// Tells [`publish_suspension`] that a frame of the task being polled on this thread was
+/// entered under another awaiter than at its previous poll (or for the first time), so its
+/// stack may have changed: the next publication compares the whole stack. A relink after this
+/// poll published makes the next poll's publication do so.
+///
+/// ```
+/// // Outside a task there is no stack to invalidate.
+/// coro_executor::trace::note_relinked();
+/// ```
+#[inline]
+pub fn note_relinked() {
+    let Some(header) = current_header() else {
+        return;
+    };
+    let state = header.state.load(Relaxed);
+    if state & PUBLISHED == 0 {
+        header.state.store(state | RELINKED, Relaxed);
+    } else {
+        header.last.store(UNKNOWN, Relaxed);
+    }
+}
+
+/// Runs `f` with publication off for the task being polled on this thread: for an inline poll
+/// of something whose suspension is not where the task waits (a child that moves to a task of
+/// its own if it suspends), which must neither publish its stack as the task's nor use up the
+/// task's one publication of this poll.
+///
+/// ```
+/// let answer = coro_executor::trace::without_publishing(|| 42);
+/// assert_eq!(answer, 42);
+/// ```
+pub fn without_publishing<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore<'a>(&'a TaskHeader, u8);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            self.0.state.store(self.1, Relaxed);
+        }
+    }
+    let Some(header) = current_header() else {
+        return f();
+    };
+    let saved = header.state.load(Relaxed);
+    header.state.store(saved | PUBLISHED, Relaxed);
+    let _restore = Restore(header, saved);
+    f()
+}
