@@ -31,9 +31,9 @@ pub use snapshot::{TaskSnapshot, snapshot_tasks};
 // What the files share, for their `use super::*`.
 use crate::loom::sync::Mutex;
 use cell::{AWAITED_BY_PARENT, ROOT_ONLY};
-use header::{OWNED_CELL, PUBLISHED, RELINKED, RUNNING, UNKNOWN};
 #[cfg(not(coro_untraced))]
 use header::SUSPENDED;
+use header::{OWNED_CELL, PUBLISHED, RELINKED, RUNNING, UNKNOWN};
 use name::FrameName;
 use publish::OwnedCell;
 use std::borrow::Cow;
