@@ -5,9 +5,7 @@
 //! whose future calls the closure once, so it shares [`JoinHandle`] and panic capture with
 //! ordinary tasks.
 
-use crate::executor::Runnable;
-use crate::join::JoinHandle;
-use crate::task;
+use crate::task::{self, JoinHandle, Runnable};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;

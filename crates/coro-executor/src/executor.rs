@@ -1,41 +1,11 @@
 //! The [`Executor`] trait and [`ExecutorHandle`], the shared handle every spawn goes through.
 
-use crate::join::{JoinHandle, drop_catching};
-use crate::pool::{Shared, TaskList};
-use crate::task;
-use crate::trace::TaskHeader;
+use crate::pool::Shared;
+use crate::task::{self, JoinHandle, Runnable, TaskHeader, drop_catching};
 use std::fmt;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-
-/// A task ready to be polled: run it with [`Runnable::run`](async_task::Runnable::run).
-///
-/// An [`Executor`] receives these and must eventually run each one, on one of its threads, or drop
-/// it (which cancels the task and drops its future). Its metadata is the task's
-/// [`TaskHeader`](crate::trace::TaskHeader).
-///
-/// ```
-/// use coro_executor::{Executor, ExecutorHandle, Runnable};
-/// use std::sync::{Arc, Mutex};
-///
-/// /// Runs tasks when asked, in the order they were scheduled.
-/// #[derive(Clone, Default)]
-/// struct Queue(Arc<Mutex<Vec<Runnable>>>);
-///
-/// impl Executor for Queue {
-///     fn schedule(&self, runnable: Runnable) {
-///         self.0.lock().unwrap().push(runnable);
-///     }
-/// }
-///
-/// let queue = Queue::default();
-/// let handle = ExecutorHandle::new(queue.clone()).spawn(async { 5 });
-/// let runnable: Runnable = queue.0.lock().unwrap().remove(0);
-/// runnable.run();
-/// assert_eq!(futures::executor::block_on(handle).unwrap(), 5);
-/// ```
-pub type Runnable = async_task::Runnable<TaskHeader>;
 
 /// Something that can run tasks: the one method a type needs to host coro tasks.
 ///
@@ -186,8 +156,8 @@ impl ExecutorHandle {
         match &self.kind {
             Kind::Pool(shared) => shared.spawn_placed(make, crate::pool::Placement::Next),
             Kind::Dyn(executor) => {
-                let list = other_tasks();
-                let spawned = list.insert(crate::pool::shard_hint(), make, |key, make| {
+                let list = task::registry::others();
+                let spawned = list.insert(task::shard_hint(), make, |key, make| {
                     let executor = executor.clone();
                     let schedule = move |runnable: Runnable| {
                         runnable.metadata().mark_scheduled();
@@ -306,14 +276,6 @@ impl ExecutorHandle {
             Kind::Dyn(executor) => Arc::as_ptr(executor).cast(),
         }
     }
-}
-
-/// Tasks of executors other than thread pools, listed for task snapshots only (no shutdown
-/// walks them, so the list holds no wakers and never keeps a task alive).
-pub(crate) fn other_tasks() -> &'static TaskList {
-    static OTHERS: std::sync::OnceLock<TaskList> = std::sync::OnceLock::new();
-    OTHERS
-        .get_or_init(|| TaskList::new(std::thread::available_parallelism().map_or(1, |n| n.get())))
 }
 
 impl PartialEq for ExecutorHandle {

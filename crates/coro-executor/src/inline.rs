@@ -1,6 +1,7 @@
 //! [`InlineExecutor`]: runs each task at once, on the thread that schedules it.
 
-use crate::executor::{Executor, Runnable};
+use crate::executor::Executor;
+use crate::task::Runnable;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 

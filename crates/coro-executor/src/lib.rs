@@ -49,7 +49,6 @@ mod executor;
 mod inline;
 #[cfg(all(unix, not(any(loom, shuttle))))]
 pub mod io;
-mod join;
 #[doc(hidden)]
 pub mod loom;
 mod manual;
@@ -59,14 +58,14 @@ pub mod time;
 pub mod trace;
 mod yield_now;
 
-pub use executor::{Executor, ExecutorHandle, Runnable};
+pub use executor::{Executor, ExecutorHandle};
 pub use inline::InlineExecutor;
-pub use join::{JoinError, JoinHandle, PanicPayload, panic_message};
 pub use manual::ManualExecutor;
 pub use pool::{
     BuildError, Offer, PoolMetrics, StallReport, ThreadPool, ThreadPoolBuilder, WorkerMetrics,
     offer_while,
 };
+pub use task::{JoinError, JoinHandle, PanicPayload, Runnable, panic_message};
 pub use yield_now::{YieldNow, yield_now};
 
 use std::future::Future;

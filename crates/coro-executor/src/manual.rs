@@ -1,6 +1,7 @@
 //! [`ManualExecutor`]: a queue that runs tasks only when told to, for tests and custom loops.
 
-use crate::executor::{Executor, ExecutorHandle, Runnable};
+use crate::executor::{Executor, ExecutorHandle};
+use crate::task::Runnable;
 use concurrent_queue::ConcurrentQueue;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::*};

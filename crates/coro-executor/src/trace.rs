@@ -8,38 +8,37 @@
 //! runs, so they work at any time, from any thread, without stopping anything.
 
 //!
-//! One concept per file: `frame` (a frame of a stack), `header` (the per-task header and
-//! states), `cell` (a task's trace cell), `publish` (the running task and its publication),
-//! `snapshot` (copies for dumps); `name` is a frame's compact name.
+//! One concept per file: `frame` (a frame of a stack), `cell` (a task's trace cell),
+//! `publish` (attaching a cell, publishing where the task suspends), `snapshot` (copies for
+//! dumps); `name` is a frame's compact name. Frames and cells are plain data, below the task
+//! layer (`crate::task`, whose header points at a cell); publication and snapshots work on
+//! tasks, above it.
 
 mod cell;
 mod frame;
-mod header;
 mod name;
 mod publish;
 mod snapshot;
 
+pub use crate::task::{TaskHeader, TaskState};
+pub(crate) use cell::OwnedCell;
 pub use cell::TraceCell;
 pub use frame::Frame;
-pub use header::{TaskHeader, TaskState};
-pub(crate) use publish::enter;
 pub use publish::{
     attach, attach_owned, current_task_id, note_relinked, publish_suspension, without_publishing,
 };
+pub(crate) use snapshot::snapshot_of;
 pub use snapshot::{TaskSnapshot, snapshot_tasks};
 
 // What the files share, for their `use super::*`.
 use crate::loom::sync::Mutex;
+use crate::task::header::{OWNED_CELL, PUBLISHED, RELINKED, RUNNING, UNKNOWN};
 use cell::{AWAITED_BY_PARENT, ROOT_ONLY};
-#[cfg(not(coro_untraced))]
-use header::SUSPENDED;
-use header::{OWNED_CELL, PUBLISHED, RELINKED, RUNNING, UNKNOWN};
 use name::FrameName;
-use publish::OwnedCell;
 use std::borrow::Cow;
-use std::cell::Cell;
+
 use std::fmt;
 use std::num::NonZeroU64;
 use std::panic::Location;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering, Ordering::*};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};

@@ -23,7 +23,7 @@
 use super::monitor::Watch;
 use super::queue::Local;
 use super::shared::Shared;
-use crate::executor::Runnable;
+use crate::task::Runnable;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

@@ -18,7 +18,13 @@ mod builder;
 mod handoff;
 mod idle;
 #[cfg(all(test, any(loom, shuttle)))]
-mod loom_tests;
+mod loom_offer;
+#[cfg(all(test, any(loom, shuttle)))]
+mod loom_park;
+#[cfg(all(test, any(loom, shuttle)))]
+mod loom_protocol;
+#[cfg(all(test, any(loom, shuttle)))]
+mod loom_queue;
 mod metrics;
 mod monitor;
 mod offer;
@@ -27,7 +33,6 @@ pub(crate) mod queue;
 mod reaper;
 mod shared;
 mod stall;
-mod tasks;
 mod worker;
 
 pub use builder::{BuildError, ThreadPoolBuilder};
@@ -60,32 +65,14 @@ pub use stall::StallReport;
 
 use crate::blocking::BlockingPool;
 use crate::executor::ExecutorHandle;
-use crate::join::JoinHandle;
+use crate::task::JoinHandle;
 use builder::BuildErrorKind;
 use shared::Remote;
 pub(crate) use shared::Shared;
 use std::future::Future;
 use std::sync::Arc;
 
-pub(crate) use tasks::{TaskKey, TaskList};
-pub(crate) use worker::{Placement, current_shared, shard_hint, with_current_handle};
-
-use std::sync::{Mutex, Weak};
-
-/// Every pool alive, for task snapshots (dead ones are pruned as they are found).
-static POOLS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
-
-/// Runs `f` on the task list of every live pool.
-pub(crate) fn for_each_pool_task_list(mut f: impl FnMut(&TaskList)) {
-    let pools: Vec<Arc<Shared>> = {
-        let mut pools = POOLS.lock().unwrap();
-        pools.retain(|p| p.strong_count() > 0);
-        pools.iter().filter_map(Weak::upgrade).collect()
-    };
-    for pool in pools {
-        f(&pool.tasks);
-    }
-}
+pub(crate) use worker::{Placement, current_shared, with_current_handle};
 
 /// A multi-threaded, work-stealing executor in the style of Go's scheduler.
 ///
@@ -176,11 +163,7 @@ impl ThreadPool {
                 thread_name: config.thread_name.clone(),
             },
         ));
-        {
-            let mut pools = POOLS.lock().unwrap();
-            pools.retain(|p| p.strong_count() > 0);
-            pools.push(Arc::downgrade(&shared));
-        }
+        crate::task::registry::register(&shared.tasks);
         let mut pool = ThreadPool {
             shared: shared.clone(),
             threads: Vec::with_capacity(workers),

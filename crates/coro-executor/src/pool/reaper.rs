@@ -9,7 +9,7 @@
 //! every task it still lists from `ThreadPool::drop` (no user lock held), drops them inline, so
 //! that shutdown still returns with every task dropped.
 
-use crate::executor::Runnable;
+use crate::task::Runnable;
 use std::cell::Cell;
 
 thread_local! {

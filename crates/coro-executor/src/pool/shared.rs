@@ -8,14 +8,11 @@ use super::offer::OfferSlot;
 use super::park::Parker;
 use super::queue;
 use super::stall::StallConfig;
-use super::tasks::TaskList;
 use super::worker::{self, Placement};
 use crate::blocking::BlockingPool;
-use crate::executor::Runnable;
-use crate::join::JoinHandle;
 use crate::loom::sync::atomic::{AtomicBool, AtomicPtr, Ordering::*, fence};
-use crate::task;
-use crate::trace::TaskHeader;
+use crate::task::owner::{OwnerHead, OwnerRef};
+use crate::task::{self, JoinHandle, Runnable, TaskHeader, TaskList};
 use async_task::{ScheduleInfo, WithInfo};
 use concurrent_queue::ConcurrentQueue;
 use std::future::Future;
@@ -23,8 +20,9 @@ use std::ptr::{self, NonNull};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The schedule function of every pool task. Zero-sized (the pool is in the task's header), so
-/// that async-task calls it without pinning the task with a temporary reference first.
+/// The schedule function of every pool task. Zero-sized (the pool is the owner in the task's
+/// header), so that async-task calls it without pinning the task with a temporary reference
+/// first.
 fn schedule(runnable: Runnable, info: ScheduleInfo) {
     let header = runnable.metadata();
     header.mark_scheduled();
@@ -33,14 +31,29 @@ fn schedule(runnable: Runnable, info: ScheduleInfo) {
     } else {
         Placement::Next
     };
-    let pool = Arc::as_ptr(header.pool().expect("a pool task's header names its pool"));
+    let pool = Shared::owner_of(header);
     if let Err(runnable) = worker::schedule_local(pool, runnable, placement) {
         // Not on one of the pool's workers, whose own reference would keep the pool alive:
         // hold one while queueing, since a closed pool drops the runnable, and with it maybe
         // the task and its header's reference.
-        let shared = runnable.metadata().pool().expect("as above").clone();
+        // SAFETY: `pool` is alive: the task's header holds a reference to it, and the task is
+        // alive (we hold its runnable).
+        let shared = unsafe {
+            Arc::increment_strong_count(pool);
+            Arc::from_raw(pool)
+        };
         shared.schedule_remote(runnable);
     }
+}
+
+/// Gives back the reference a pool task's [`OwnerRef`] holds (made by `Shared::owner_ref`).
+///
+/// # Safety
+/// `head` is the head of a `Shared` and carries one reference from `Arc::into_raw`.
+unsafe fn release_owner(head: NonNull<OwnerHead>) {
+    // SAFETY: per the contract; `Shared` is `repr(C)` with the head first, so the addresses
+    // are the same.
+    drop(unsafe { Arc::from_raw(head.as_ptr().cast_const().cast::<Shared>()) });
 }
 
 /// What other threads may touch of one worker.
@@ -147,7 +160,11 @@ impl Drop for Remote {
     }
 }
 
+/// `repr(C)` with `owner` first: a task's header points at the pool through it (`task/owner.rs`).
+#[repr(C)]
 pub(crate) struct Shared {
+    /// What a task's [`OwnerRef`] points at: the release function for its reference.
+    owner: OwnerHead,
     /// One per worker (`0..workers`), then one per spare slot for handoff helpers.
     pub(crate) remotes: Box<[Remote]>,
     /// The number of workers: the remotes before the spare slots.
@@ -155,7 +172,8 @@ pub(crate) struct Shared {
     /// The global queue: spawns from outside the pool, wake-ups from other threads, overflow.
     pub(crate) inject: ConcurrentQueue<Runnable>,
     pub(crate) idle: Idle,
-    pub(crate) tasks: TaskList,
+    /// Shared with the registry, for task snapshots.
+    pub(crate) tasks: Arc<TaskList>,
     pub(crate) blocking: BlockingPool,
     /// Wakes a parked worker for an offer that stays posted (`monitor.rs`).
     pub(crate) monitor: Monitor,
@@ -209,11 +227,13 @@ impl Shared {
         options: Options,
     ) -> Shared {
         Shared {
+            // SAFETY: `release_owner` gives back what `owner_ref` makes.
+            owner: unsafe { OwnerHead::new(release_owner) },
             remotes,
             workers,
             inject: ConcurrentQueue::unbounded(),
             idle: Idle::new(workers),
-            tasks: TaskList::new(workers),
+            tasks: Arc::new(TaskList::new(workers)),
             blocking,
             monitor: Monitor::new(),
             helpers,
@@ -323,6 +343,25 @@ impl Shared {
         self.shutdown.load(Acquire)
     }
 
+    /// A counted reference to this pool for a task's header.
+    fn owner_ref(self: &Arc<Self>) -> OwnerRef {
+        let raw = Arc::into_raw(self.clone());
+        // SAFETY: from `Arc::into_raw` of a `Shared` (`Send + Sync`, `repr(C)` with its head
+        // first), released by `release_owner`, the head's function.
+        unsafe { OwnerRef::from_raw(NonNull::from(&(*raw).owner)) }
+    }
+
+    /// The pool of a pool task, from its header.
+    #[inline]
+    fn owner_of(header: &TaskHeader) -> *const Shared {
+        // Only pool tasks carry an owner, always their pool's head (see `owner_ref`).
+        header
+            .owner()
+            .expect("a pool task's header names its pool")
+            .as_ptr()
+            .cast::<Shared>()
+    }
+
     /// Spawns `fut` as a task of this pool.
     pub(crate) fn spawn<F>(self: &Arc<Self>, fut: F) -> JoinHandle<F::Output>
     where
@@ -344,8 +383,8 @@ impl Shared {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let spawned = self.tasks.insert(worker::shard_hint(), make, |key, make| {
-            let header = TaskHeader::for_pool(self.clone());
+        let spawned = self.tasks.insert(task::shard_hint(), make, |key, make| {
+            let header = TaskHeader::with_owner(Some(self.owner_ref()));
             let (runnable, task) = task::build(key, make, header, WithInfo(schedule));
             let header = std::ptr::NonNull::from(runnable.metadata());
             (Some(runnable.waker()), header, (runnable, task))

@@ -174,7 +174,9 @@ pub(crate) fn report(shared: &Shared, config: &StallConfig, index: usize, elapse
     if running.is_null() {
         return;
     }
-    let Some(task) = shared.tasks.snapshot_of(running.cast_const()) else {
+    // SAFETY: `with_listed` keeps the task alive while its header is read.
+    let snapshot = |header: &_| unsafe { crate::trace::snapshot_of(header) };
+    let Some(task) = shared.tasks.with_listed(running.cast_const(), snapshot) else {
         // Finished meanwhile.
         return;
     };

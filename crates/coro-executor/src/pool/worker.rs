@@ -18,7 +18,8 @@
 use super::offer::Offer;
 use super::queue::{self, Local};
 use super::shared::{Remote, Shared, wait_next_slot_grace};
-use crate::executor::{ExecutorHandle, Runnable};
+use crate::executor::ExecutorHandle;
+use crate::task::Runnable;
 use std::cell::{Cell, RefCell};
 use std::ptr;
 use std::sync::Arc;
@@ -59,23 +60,6 @@ pub(crate) struct Worker {
 thread_local! {
     /// The worker running on this thread, if any.
     static CURRENT: Cell<*const Worker> = const { Cell::new(ptr::null()) };
-    /// The task-list shard this thread's spawns list their tasks in: a worker's own index, or
-    /// for any other thread a random value past every worker index (see `TaskList::insert`).
-    static SHARD_HINT: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-
-/// The task-list shard hint of this thread (see `SHARD_HINT`). A fixed shard per thread keeps
-/// the shard's lock uncontended and its cache line on this core: unlisting a task takes no lock.
-pub(crate) fn shard_hint() -> usize {
-    SHARD_HINT.with(|h| {
-        let mut hint = h.get();
-        if hint == usize::MAX {
-            // Past any worker index, and never `usize::MAX` again.
-            hint = (seed() as usize >> 2) | ((usize::MAX >> 1) + 1);
-            h.set(hint);
-        }
-        hint
-    })
 }
 
 fn seed() -> u64 {
@@ -192,7 +176,7 @@ fn run_as(
         }),
     };
     CURRENT.with(|c| c.set(&worker));
-    SHARD_HINT.with(|h| h.set(index));
+    crate::task::set_shard_hint(index);
     /// Clears `CURRENT` even if the loop unwinds, so no dangling pointer survives the frame.
     struct Reset;
     impl Drop for Reset {

@@ -42,19 +42,7 @@ pub(super) struct Published {
 }
 
 impl TraceCell {
-    /// A cell for a task spawned by the task running on this thread (if any), which becomes its
-    /// parent in snapshots.
-    ///
-    /// ```
-    /// let cell = coro_executor::trace::TraceCell::new();
-    /// # drop(cell);
-    /// ```
-    #[inline]
-    pub fn new() -> Self {
-        TraceCell::with_parent(current_task_id())
-    }
-
-    /// A cell like [`new`](Self::new)'s, whose parent in snapshots is `parent` instead of the
+    /// A cell like [`new`](Self::new)'s (defined in `publish.rs`, beside the running task it reads), whose parent in snapshots is `parent` instead of the
     /// task running on this thread: for a task spawned on behalf of another one (a helper that
     /// a helper spawns for the same collect belongs under the collect's task). Task ids start
     /// at 1, so `Some(0)` means no parent, as `None` does.
@@ -146,18 +134,6 @@ impl Published {
     }
 }
 
-impl Default for TraceCell {
-    /// [`TraceCell::new`].
-    ///
-    /// ```
-    /// let cell = coro_executor::trace::TraceCell::default();
-    /// # drop(cell);
-    /// ```
-    fn default() -> Self {
-        TraceCell::new()
-    }
-}
-
 impl Drop for TraceCell {
     #[inline]
     fn drop(&mut self) {
@@ -184,4 +160,13 @@ impl fmt::Debug for TraceCell {
             .field("parent", &self.parent)
             .finish_non_exhaustive()
     }
+}
+
+/// A cell owned by its task's header, with its own copy of the root frame (the frame it was
+/// given may not outlive the task's future). `cell` first, so a pointer to it is one to the
+/// whole (`repr(C)`).
+#[repr(C)]
+pub(crate) struct OwnedCell {
+    pub(crate) cell: TraceCell,
+    pub(crate) root: Frame,
 }

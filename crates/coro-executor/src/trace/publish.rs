@@ -1,48 +1,8 @@
-//! The running task and its publication: marking a task running and suspended around each
-//! poll, attaching a trace cell, and publishing the stack where the task suspends.
+//! Publication: attaching a trace cell to the running task, and publishing the stack where
+//! the task suspends.
 
 use super::*;
-
-thread_local! {
-    /// The header of the task being polled on this thread.
-    static CURRENT: Cell<*const TaskHeader> = const { Cell::new(ptr::null()) };
-}
-
-/// Marks `header`'s task running on this thread until the guard drops, which marks it suspended
-/// (a wake-up during the poll makes async-task schedule it right after, which marks it
-/// scheduled again).
-#[inline]
-#[cfg(not(coro_untraced))]
-pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
-    header.state.store(RUNNING, Relaxed);
-    let prev = CURRENT.with(|c| c.replace(header));
-    Running { header, prev }
-}
-
-/// Tracing compiled out (`--cfg coro_untraced`, a build only for measuring what tracing costs):
-/// no state, no current task.
-#[inline]
-#[cfg(coro_untraced)]
-pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
-    Running {
-        header,
-        prev: ptr::null(),
-    }
-}
-
-pub(crate) struct Running<'a> {
-    pub(super) header: &'a TaskHeader,
-    pub(super) prev: *const TaskHeader,
-}
-
-#[cfg(not(coro_untraced))]
-impl Drop for Running<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        self.header.state.store(SUSPENDED, Relaxed);
-        CURRENT.with(|c| c.set(self.prev));
-    }
-}
+use crate::task::current::header as current_header;
 
 /// The id of the task being polled on this thread, if any.
 ///
@@ -55,6 +15,52 @@ impl Drop for Running<'_> {
 #[inline]
 pub fn current_task_id() -> Option<u64> {
     current_header().map(TaskHeader::id)
+}
+
+// `TraceCell`'s constructor for the running task lives here, beside `attach`, because it reads
+// the running task: `cell.rs` holds plain data, below the task layer, and imports none of it.
+impl TraceCell {
+    /// A cell for a task spawned by the task running on this thread (if any), which becomes its
+    /// parent in snapshots.
+    ///
+    /// ```
+    /// use coro_executor::trace::{Frame, TraceCell, attach, current_task_id, snapshot_tasks};
+    /// use std::panic::Location;
+    ///
+    /// let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// let join = pool.spawn(async {
+    ///     let parent = current_task_id();
+    ///     // Made inside a task: that task is the new cell's parent.
+    ///     let traced = Box::new((TraceCell::new(), Frame::new("child", Location::caller())));
+    ///     let child = coro_executor::spawn(async move {
+    ///         let (cell, root) = &*traced;
+    ///         // SAFETY: the box lives in this future until it is dropped, and never moves.
+    ///         unsafe { attach(cell, root) };
+    ///         let me = current_task_id();
+    ///         snapshot_tasks().into_iter().find(|t| Some(t.id()) == me).unwrap().parent_id()
+    ///     });
+    ///     (parent, child.await.unwrap())
+    /// });
+    /// let (parent, childs_parent) = futures::executor::block_on(join).unwrap();
+    /// assert_eq!(childs_parent, parent);
+    /// assert!(!TraceCell::new().is_attached());
+    /// ```
+    #[inline]
+    pub fn new() -> Self {
+        TraceCell::with_parent(current_task_id())
+    }
+}
+
+impl Default for TraceCell {
+    /// [`TraceCell::new`].
+    ///
+    /// ```
+    /// let cell = coro_executor::trace::TraceCell::default();
+    /// assert!(!cell.is_attached());
+    /// ```
+    fn default() -> Self {
+        TraceCell::new()
+    }
 }
 
 /// Attaches `cell` to the task being polled on this thread, for [`snapshot_tasks`] to read,
@@ -138,24 +144,6 @@ pub fn attach_owned(root: &Frame) -> bool {
         .trace
         .store(cell.map_addr(|addr| addr | OWNED_CELL), Release);
     true
-}
-
-/// A cell owned by its task's header, with its own copy of the root frame (the frame it was
-/// given may not outlive the task's future). `cell` first, so a pointer to it is one to the
-/// whole (`repr(C)`).
-#[repr(C)]
-pub(super) struct OwnedCell {
-    pub(super) cell: TraceCell,
-    pub(super) root: Frame,
-}
-
-/// The header of the task being polled on this thread, if any.
-#[inline]
-fn current_header<'a>() -> Option<&'a TaskHeader> {
-    // SAFETY: `CURRENT` points at the header of the task whose poll is on this thread's stack
-    // (set by `enter`, restored when that poll returns), which outlives the poll; callers use
-    // the reference only within the poll they are called from.
-    CURRENT.with(|c| unsafe { c.get().as_ref() })
 }
 
 /// Publishes the stack of the task being polled on this thread into its attached cell, for

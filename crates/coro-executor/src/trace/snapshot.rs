@@ -115,7 +115,51 @@ impl TaskSnapshot {
 /// ```
 pub fn snapshot_tasks() -> Vec<TaskSnapshot> {
     let mut out = Vec::new();
-    crate::pool::for_each_pool_task_list(|list| list.snapshot_into(&mut out));
-    crate::executor::other_tasks().snapshot_into(&mut out);
+    crate::task::registry::for_each_list(|list| {
+        // SAFETY: `for_each_listed` keeps each task alive while its header is read.
+        list.for_each_listed(|header| out.push(unsafe { snapshot_of(header) }))
+    });
     out
+}
+
+/// Copies what a dump shows of the task whose header is `header`.
+///
+/// # Safety
+/// The task is listed and cannot finish being unlisted meanwhile (inside
+/// `TaskList::for_each_listed` or `with_listed`), so its future, which owns the attached
+/// `TraceCell`, is not being dropped: the entry is removed before the future's fields are.
+pub(crate) unsafe fn snapshot_of(header: &TaskHeader) -> TaskSnapshot {
+    let cell = header.cell(Acquire);
+    // SAFETY: a non-null `trace` points into this task's future, alive per the contract above.
+    let (name, parent, frames) = match unsafe { cell.as_ref() } {
+        Some(cell) => {
+            // SAFETY: the root frame and the published box are alive as long as the cell
+            // (inside the same future, or owned by the cell); `attach` set `root` before it
+            // published the cell (Release, paired with the Acquire above).
+            let root = unsafe { &*cell.root.load(Relaxed) };
+            let published = cell.published.load(Acquire);
+            // Nothing published yet (a task in its first poll, or never polled): its stack
+            // is its root frame, as for a task suspended there.
+            let frames = if published == ROOT_ONLY || published.is_null() {
+                vec![root.clone()]
+            } else {
+                // SAFETY: any other non-null value is the cell's box (see `published`).
+                unsafe { published.as_ref() }
+                    .map_or_else(Vec::new, |p| p.frames.lock().unwrap().clone())
+            };
+            (
+                Some(root.name.to_cow()),
+                cell.parent.map(NonZeroU64::get),
+                frames,
+            )
+        }
+        None => (None, None, Vec::new()),
+    };
+    TaskSnapshot {
+        id: header.id(),
+        parent,
+        state: header.state(),
+        name,
+        frames,
+    }
 }

@@ -22,12 +22,41 @@
 //!   freed header (a Dekker pair: the unlister's swap, fence, load; the visitor's increment,
 //!   fence, loads).
 
+use super::header::TaskHeader;
 use crate::loom::UnsafeCell;
 use crate::loom::sync::Mutex;
 use crate::loom::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::*, fence};
-use crate::trace::{TaskHeader, TaskSnapshot};
+use std::cell::Cell;
 use std::ptr::{self, NonNull};
 use std::task::Waker;
+
+thread_local! {
+    /// The task-list shard this thread's spawns list their tasks in: a worker's own index (see
+    /// [`set_shard_hint`]), or for any other thread a random value past every worker index (see
+    /// `TaskList::insert`).
+    static SHARD_HINT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// The task-list shard hint of this thread (see `SHARD_HINT`). A fixed shard per thread keeps
+/// the shard's lock uncontended and its cache line on this core: unlisting a task takes no lock.
+pub(crate) fn shard_hint() -> usize {
+    SHARD_HINT.with(|h| {
+        let mut hint = h.get();
+        if hint == usize::MAX {
+            use std::hash::{BuildHasher, RandomState};
+            let random = RandomState::new().hash_one(std::thread::current().id()) as usize;
+            // Past any worker index, and never `usize::MAX` again.
+            hint = (random >> 2) | ((usize::MAX >> 1) + 1);
+            h.set(hint);
+        }
+        hint
+    })
+}
+
+/// Makes this thread (worker `index` of its pool) list its spawns in shard `index`.
+pub(crate) fn set_shard_hint(index: usize) {
+    SHARD_HINT.with(|h| h.set(index));
+}
 
 /// Shards for threads that are not workers of the list's pool (spawns from outside, or from
 /// another pool's workers), picked by a per-thread hint.
@@ -292,27 +321,31 @@ impl TaskList {
         wakers
     }
 
-    /// Appends a snapshot of every listed task to `out`.
-    pub(crate) fn snapshot_into(&self, out: &mut Vec<TaskSnapshot>) {
-        // SAFETY: `visit` keeps the task from being unlisted to completion (and so its future
-        // and header alive) while we read; that is `snapshot`'s contract.
-        self.visit(
-            |_| {},
-            |_, header| out.push(unsafe { header.as_ref().snapshot() }),
-        );
+    /// Runs `f` on the header of every listed task, while that task cannot finish being
+    /// unlisted: its header, and its future with any trace cell attached there, stay alive
+    /// until `f` returns (a task is unlisted before its future is dropped).
+    pub(crate) fn for_each_listed(&self, mut f: impl FnMut(&TaskHeader)) {
+        // SAFETY: `visit` hands out headers of listed tasks only, kept alive while `on_task` runs.
+        self.visit(|_| {}, |_, header| f(unsafe { header.as_ref() }));
     }
 
-    /// A snapshot of the listed task whose header is `header`, if it is listed (a task that
-    /// finished is not, and its header is never read).
-    pub(crate) fn snapshot_of(&self, header: *const TaskHeader) -> Option<TaskSnapshot> {
+    /// Runs `f` on `header` if its task is listed (a task that finished is not, and its header
+    /// is never read), with the guarantee of [`for_each_listed`](Self::for_each_listed).
+    pub(crate) fn with_listed<R>(
+        &self,
+        header: *const TaskHeader,
+        f: impl FnOnce(&TaskHeader) -> R,
+    ) -> Option<R> {
+        let mut f = Some(f);
         let mut found = None;
-        // SAFETY: as in `snapshot_into`: the visit keeps a listed task alive while we read it.
         self.visit(
             |_| {},
             |_, listed| {
-                if found.is_none() && std::ptr::eq(listed.as_ptr(), header) {
-                    // SAFETY: as above.
-                    found = Some(unsafe { listed.as_ref().snapshot() });
+                if std::ptr::eq(listed.as_ptr(), header) {
+                    if let Some(f) = f.take() {
+                        // SAFETY: as in `for_each_listed`.
+                        found = Some(f(unsafe { listed.as_ref() }));
+                    }
                 }
             },
         );

@@ -1,7 +1,12 @@
 //! [`TaskHeader`]: what the executor keeps about each task in the task's allocation (id,
-//! state, the attached trace cell, its pool), the task states, and the per-thread id blocks.
+//! state, the attached trace cell, its owner), the task states, and the per-thread id blocks.
 
-use super::*;
+use super::owner::OwnerRef;
+use crate::trace::{OwnedCell, TraceCell};
+use std::cell::Cell;
+use std::fmt;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering, Ordering::*};
 
 /// Where a task is in its life.
 ///
@@ -29,20 +34,20 @@ impl fmt::Display for TaskState {
     }
 }
 
-pub(super) const RUNNING: u8 = 0;
+pub(crate) const RUNNING: u8 = 0;
 const SCHEDULED: u8 = 1;
-pub(super) const SUSPENDED: u8 = 2;
+pub(crate) const SUSPENDED: u8 = 2;
 /// The bits of [`TaskHeader::state`] that hold the [`TaskState`].
 const STATE: u8 = 3;
 /// Per-poll bit of [`TaskHeader::state`]: this poll has published its stack (or publication is
 /// off), so later suspensions in it do not. Cleared by the store that marks the task running.
-pub(super) const PUBLISHED: u8 = 4;
+pub(crate) const PUBLISHED: u8 = 4;
 /// Per-poll bit of [`TaskHeader::state`]: a frame was entered under another awaiter than at its
 /// previous poll, so this poll's stack may differ from the one last published.
-pub(super) const RELINKED: u8 = 8;
+pub(crate) const RELINKED: u8 = 8;
 
 /// [`TaskHeader::last`] when the next suspension must compare the whole stack.
-pub(super) const UNKNOWN: usize = 0;
+pub(crate) const UNKNOWN: usize = 0;
 
 /// What the executor keeps about each task inside the task's allocation (async-task's
 /// metadata): its id, the id of the task that spawned it, its state, and the trace cell attached
@@ -56,49 +61,48 @@ pub(super) const UNKNOWN: usize = 0;
 /// # drop(join);
 /// ```
 pub struct TaskHeader {
-    pub(super) id: u64,
-    /// The attached cell: in the task's future ([`attach`]), or owned by this header (tagged
-    /// with [`OWNED_CELL`], from [`attach_owned`]) and freed with it. Read through [`cell`].
-    pub(super) trace: AtomicPtr<TraceCell>,
+    id: u64,
+    /// The attached cell: in the task's future (`trace::attach`), or owned by this header
+    /// (tagged with [`OWNED_CELL`], from `trace::attach_owned`) and freed with it. Read through
+    /// [`cell`](Self::cell).
+    pub(crate) trace: AtomicPtr<TraceCell>,
     /// The [`TaskState`] in the low bits; while the task runs, also the per-poll publication
     /// bits ([`PUBLISHED`], [`RELINKED`]). Only the thread polling the task writes it during a
     /// poll (async-task calls the schedule function, which marks it scheduled, only between
     /// polls), so plain loads and stores suffice; other threads only read it, for snapshots.
-    pub(super) state: AtomicU8,
+    pub(crate) state: AtomicU8,
     /// The address of the innermost frame of the stack last published, while nothing since can
     /// have changed that stack; else [`UNKNOWN`]. Only the polling thread uses it. (Here rather
     /// than in the trace cell, so that the common check needs no cell.)
-    pub(super) last: AtomicUsize,
-    /// The pool of a pool task. Kept here rather than captured by the schedule function, so that
-    /// the schedule function is zero-sized and async-task does not take and release a
-    /// reference to the task around every call of it.
-    pub(super) pool: Option<std::sync::Arc<crate::pool::Shared>>,
+    pub(crate) last: AtomicUsize,
+    /// The executor of a task whose schedule function finds it here (a pool's). Kept here
+    /// rather than captured by the schedule function, so that the schedule function is
+    /// zero-sized and async-task does not take and release a reference to the task around
+    /// every call of it. Type-erased (see `owner.rs`) so that this layer names no executor.
+    owner: Option<OwnerRef>,
 }
 
 impl TaskHeader {
     /// A header for a new task.
     pub(crate) fn new() -> TaskHeader {
-        TaskHeader::with_pool(None)
+        TaskHeader::with_owner(None)
     }
 
-    /// A header for a new task of `pool`.
-    pub(crate) fn for_pool(pool: std::sync::Arc<crate::pool::Shared>) -> TaskHeader {
-        TaskHeader::with_pool(Some(pool))
-    }
-
-    fn with_pool(pool: Option<std::sync::Arc<crate::pool::Shared>>) -> TaskHeader {
+    /// A header for a new task whose schedule function finds its executor through `owner`.
+    pub(crate) fn with_owner(owner: Option<OwnerRef>) -> TaskHeader {
         TaskHeader {
             id: next_id(),
             trace: AtomicPtr::new(ptr::null_mut()),
             state: AtomicU8::new(SCHEDULED),
             last: AtomicUsize::new(UNKNOWN),
-            pool,
+            owner,
         }
     }
 
-    /// The pool of a pool task.
-    pub(crate) fn pool(&self) -> Option<&std::sync::Arc<crate::pool::Shared>> {
-        self.pool.as_ref()
+    /// The executor given to [`with_owner`](Self::with_owner).
+    #[inline]
+    pub(crate) fn owner(&self) -> Option<&OwnerRef> {
+        self.owner.as_ref()
     }
 
     /// Marks the task queued (woken, or just spawned). Compiled out with tracing
@@ -134,70 +138,28 @@ impl TaskHeader {
         }
     }
 
-    /// Copies what a dump shows of this task.
-    ///
     /// The attached cell, if any, without its ownership tag.
-    pub(super) fn cell(&self, order: Ordering) -> *mut TraceCell {
+    pub(crate) fn cell(&self, order: Ordering) -> *mut TraceCell {
         self.trace.load(order).map_addr(|addr| addr & !OWNED_CELL)
-    }
-
-    /// # Safety
-    /// The caller holds the lock of the task-list shard listing this task, so the task's future
-    /// (which owns the attached `TraceCell`) is not being dropped: the entry is removed, under
-    /// that lock, before the future's fields are.
-    pub(crate) unsafe fn snapshot(&self) -> TaskSnapshot {
-        let cell = self.cell(Acquire);
-        // SAFETY: a non-null `trace` points into this task's future, alive per the contract above.
-        let (name, parent, frames) = match unsafe { cell.as_ref() } {
-            Some(cell) => {
-                // SAFETY: the root frame and the published box are alive as long as the cell
-                // (inside the same future, or owned by the cell); `attach` set `root` before it
-                // published the cell (Release, paired with the Acquire above).
-                let root = unsafe { &*cell.root.load(Relaxed) };
-                let published = cell.published.load(Acquire);
-                // Nothing published yet (a task in its first poll, or never polled): its stack
-                // is its root frame, as for a task suspended there.
-                let frames = if published == ROOT_ONLY || published.is_null() {
-                    vec![root.clone()]
-                } else {
-                    // SAFETY: any other non-null value is the cell's box (see `published`).
-                    unsafe { published.as_ref() }
-                        .map_or_else(Vec::new, |p| p.frames.lock().unwrap().clone())
-                };
-                (
-                    Some(root.name.to_cow()),
-                    cell.parent.map(NonZeroU64::get),
-                    frames,
-                )
-            }
-            None => (None, None, Vec::new()),
-        };
-        TaskSnapshot {
-            id: self.id,
-            parent,
-            state: self.state(),
-            name,
-            frames,
-        }
     }
 }
 
 /// The tag of [`TaskHeader::trace`] for a cell the header owns (cells are 8-aligned, so the
 /// bit is free).
-pub(super) const OWNED_CELL: usize = 1;
+pub(crate) const OWNED_CELL: usize = 1;
 
 impl Drop for TaskHeader {
     fn drop(&mut self) {
         let tagged = *self.trace.get_mut();
         if tagged.addr() & OWNED_CELL != 0 {
             // SAFETY: a tagged pointer is the first field of an `OwnedCell` that came from
-            // `Box::into_raw` in `attach_owned` (`repr(C)`: the same address), and only this drop
+            // `Box::into_raw` in `trace::attach_owned` (`repr(C)`: the same address), and only this drop
             // frees it; the task is gone (async-task drops the header last), so no
             // snapshot can read the cell any more (it was unlisted before its future dropped).
             let owned = tagged
                 .map_addr(|addr| addr & !OWNED_CELL)
                 .cast::<OwnedCell>();
-            // SAFETY: as above: the box `attach_owned` made, freed once, here.
+            // SAFETY: as above: the box `trace::attach_owned` made, freed once, here.
             drop(unsafe { Box::from_raw(owned) });
         }
     }

@@ -1,5 +1,6 @@
-//! How every task is built: the future wrapped so that it catches panics, tracks its state and
-//! removes itself from its task list when dropped, with a [`TaskHeader`] as async-task metadata.
+//! The [`Runnable`], and how every task is built: the future wrapped so that it catches panics,
+//! tracks its state and removes itself from its task list when dropped, with a [`TaskHeader`]
+//! as async-task metadata.
 //!
 //! No user code runs under async-task's abort-on-panic guards: async-task drops a finished
 //! future, a cancelled one and an outcome nobody took inside `abort_on_panic`, so a panicking
@@ -9,14 +10,43 @@
 //! shutdown) in its own `Drop`, catching a panic (the panic hook has printed it, and the handle
 //! resolves `Cancelled`); and the outcome's own `Drop` catches a panic of the value's.
 
-use crate::join::{CatchUnwind, Outcome, drop_catching};
-use crate::pool::{TaskKey, TaskList};
-use crate::trace::{self, TaskHeader};
-use async_task::{Builder, Runnable, Schedule};
+use super::current;
+use super::header::TaskHeader;
+use super::list::{TaskKey, TaskList};
+use super::panic::{CatchUnwind, Outcome, PanicPayload, drop_catching};
+use async_task::{Builder, Schedule};
 use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+
+/// A task ready to be polled: run it with [`Runnable::run`](async_task::Runnable::run).
+///
+/// An [`Executor`](crate::Executor) receives these and must eventually run each one, on one of its threads, or drop
+/// it (which cancels the task and drops its future). Its metadata is the task's
+/// [`TaskHeader`](crate::trace::TaskHeader).
+///
+/// ```
+/// use coro_executor::{Executor, ExecutorHandle, Runnable};
+/// use std::sync::{Arc, Mutex};
+///
+/// /// Runs tasks when asked, in the order they were scheduled.
+/// #[derive(Clone, Default)]
+/// struct Queue(Arc<Mutex<Vec<Runnable>>>);
+///
+/// impl Executor for Queue {
+///     fn schedule(&self, runnable: Runnable) {
+///         self.0.lock().unwrap().push(runnable);
+///     }
+/// }
+///
+/// let queue = Queue::default();
+/// let handle = ExecutorHandle::new(queue.clone()).spawn(async { 5 });
+/// let runnable: Runnable = queue.0.lock().unwrap().remove(0);
+/// runnable.run();
+/// assert_eq!(futures::executor::block_on(handle).unwrap(), 5);
+/// ```
+pub type Runnable = async_task::Runnable<TaskHeader>;
 
 pub(crate) type RawTask<T> = async_task::Task<Outcome<T>, TaskHeader>;
 
@@ -28,7 +58,7 @@ pub(crate) fn build<M, F, S>(
     make: M,
     header: TaskHeader,
     schedule: S,
-) -> (Runnable<TaskHeader>, RawTask<F::Output>)
+) -> (Runnable, RawTask<F::Output>)
 where
     M: FnOnce() -> F,
     F: Future + Send + 'static,
@@ -53,10 +83,7 @@ where
 }
 
 /// Builds a task that is not listed anywhere (blocking tasks, tasks refused at shutdown).
-pub(crate) fn build_unlisted<F, S>(
-    fut: F,
-    schedule: S,
-) -> (Runnable<TaskHeader>, RawTask<F::Output>)
+pub(crate) fn build_unlisted<F, S>(fut: F, schedule: S) -> (Runnable, RawTask<F::Output>)
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -102,7 +129,7 @@ impl<'a, F> Tracked<'a, F> {
 
     /// Unlists the task, then drops its future in place, catching a panic in the future's
     /// destructor; does nothing the second time.
-    fn drop_future(&mut self) -> Option<crate::join::PanicPayload> {
+    fn drop_future(&mut self) -> Option<PanicPayload> {
         self.header.take()?;
         // The entry goes first (see the type's doc).
         drop(self.entry.take());
@@ -121,7 +148,7 @@ impl<F: Future> Future for Tracked<'_, F> {
 
     // Called from one place, async-task's `run`. Left to itself the compiler often keeps it out
     // of line, and then the task's state marks and the current-task switch (see
-    // `trace::enter`) cost a call frame of their own, with registers saved around the inner
+    // `current::enter`) cost a call frame of their own, with registers saved around the inner
     // poll: about 8 instructions per poll more than inlined (`benches/tracing_cost.py
     // --instructions`).
     #[inline(always)]
@@ -131,8 +158,8 @@ impl<F: Future> Future for Tracked<'_, F> {
         let this = unsafe { self.get_unchecked_mut() };
         let header = this.header.expect("a finished task was polled again");
         let outcome = {
-            let _running = trace::enter(header);
-            let _waker = crate::join::enter_task_waker(cx.waker());
+            let _running = current::enter(header);
+            let _waker = current::enter_task_waker(cx.waker());
             // SAFETY: as above; the future is not dropped yet (`header` is set).
             match unsafe { Pin::new_unchecked(&mut *this.future) }.poll(cx) {
                 Poll::Pending => return Poll::Pending,

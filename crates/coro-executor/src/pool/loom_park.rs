@@ -1,0 +1,166 @@
+//! Models of the worker parker (`park.rs`):
+//! - `loom_parker_unpark_before_park`: a token saved by an earlier `unpark` (from another
+//!   thread) makes `park` return at once;
+//! - `loom_parker_unpark_races_park`: an `unpark` racing `park` always wakes it (otherwise
+//!   loom reports a deadlock), and what the unparker wrote before is visible after `park`;
+//! - `loom_parker_two_unparks_one_token`: two unparks leave one token: the second `park` sleeps
+//!   until a third `unpark`;
+//! - `loom_parker_two_unparkers`: two threads unparking at once wake the parker exactly as one;
+//! - `loom_park_polling_unpark_is_never_lost`, `loom_park_polling_spurious_return_then_condvar_park`:
+//!   the park-in-poll protocol: an unpark racing a worker on its way into the OS poll is never
+//!   lost. The OS poll is a stand-in (`FakePoll`): a wait on a flag that `notify` sets, and that
+//!   (like `polling`'s notification) stays set if it is set before the wait starts.
+//!
+//! Run with the other models (see `crate::loom` for the two checkers and how to run them):
+//! `RUSTFLAGS="--cfg loom" cargo test -p coro-executor --lib --release --target-dir target/loom
+//! -- loom_`, and the same with `--cfg shuttle`.
+
+use super::park::Parker;
+use crate::loom::model;
+use crate::loom::sync::atomic::{AtomicBool, Ordering::*};
+use crate::loom::sync::{Arc, Condvar, Mutex};
+use crate::loom::thread;
+
+#[test]
+fn loom_parker_unpark_before_park() {
+    model(|| {
+        let parker = Arc::new(Parker::new());
+        let unparker = {
+            let parker = parker.clone();
+            thread::spawn(move || parker.unpark())
+        };
+        unparker.join().unwrap();
+        // The token is saved: this returns at once (a lost token is a loom deadlock).
+        parker.park();
+    });
+}
+
+#[test]
+fn loom_parker_unpark_races_park() {
+    model(|| {
+        let parker = Arc::new(Parker::new());
+        let flag = Arc::new(AtomicBool::new(false));
+        let unparker = {
+            let (parker, flag) = (parker.clone(), flag.clone());
+            thread::spawn(move || {
+                flag.store(true, Relaxed);
+                parker.unpark();
+            })
+        };
+        parker.park();
+        // `park` does not return spuriously, and the unpark orders the unparker's writes first.
+        assert!(flag.load(Relaxed), "park returned before unpark");
+        unparker.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_parker_two_unparks_one_token() {
+    model(|| {
+        let parker = Arc::new(Parker::new());
+        parker.unpark();
+        parker.unpark();
+        parker.park();
+        let flag = Arc::new(AtomicBool::new(false));
+        let unparker = {
+            let (parker, flag) = (parker.clone(), flag.clone());
+            thread::spawn(move || {
+                flag.store(true, Relaxed);
+                parker.unpark();
+            })
+        };
+        // Only one token was saved: this park has to wait for the third unpark.
+        parker.park();
+        assert!(flag.load(Relaxed), "two unparks left two tokens");
+        unparker.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_parker_two_unparkers() {
+    model(|| {
+        let parker = Arc::new(Parker::new());
+        let unparkers: Vec<_> = (0..2)
+            .map(|_| {
+                let parker = parker.clone();
+                thread::spawn(move || parker.unpark())
+            })
+            .collect();
+        parker.park();
+        for unparker in unparkers {
+            unparker.join().unwrap();
+        }
+        // However the two overlapped, the parker is consistent afterwards: the second unpark
+        // either merged with the first or left one token, never a panic or a stuck state.
+        parker.unpark();
+        parker.park();
+    });
+}
+
+/// The OS poll: `wait` blocks until `notify`, or returns at once if a notification (or an
+/// IO event, `events`) is pending, consuming it.
+#[derive(Default)]
+struct FakePoll {
+    pending: Mutex<bool>,
+    condvar: Condvar,
+}
+
+impl FakePoll {
+    fn wait(&self) {
+        let mut pending = self.pending.lock().unwrap();
+        while !*pending {
+            pending = self.condvar.wait(pending).unwrap();
+        }
+        *pending = false;
+    }
+
+    fn notify(&self) {
+        *self.pending.lock().unwrap() = true;
+        self.condvar.notify_one();
+    }
+}
+
+#[test]
+fn loom_park_polling_unpark_is_never_lost() {
+    model(|| {
+        let parker = Arc::new(Parker::new());
+        let poll = Arc::new(FakePoll::default());
+        let worker = {
+            let (parker, poll) = (parker.clone(), poll.clone());
+            thread::spawn(move || parker.park_polling(|| poll.wait()))
+        };
+        parker.unpark_with(|| poll.notify());
+        worker.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_park_polling_spurious_return_then_condvar_park() {
+    model(|| {
+        // As the worker's park loop: it waits (in the poll, or on the condvar when another
+        // thread has the poll) until a notifier has chosen it and unparked it. The first
+        // poll returns at once (IO events), so the worker goes round again: the one unpark
+        // must end its wait wherever it lands.
+        let parker = Arc::new(Parker::new());
+        let poll = Arc::new(FakePoll::default());
+        let chosen = Arc::new(AtomicBool::new(false));
+        poll.notify();
+        let worker = {
+            let (parker, poll, chosen) = (parker.clone(), poll.clone(), chosen.clone());
+            thread::spawn(move || {
+                let mut round = 0;
+                while !chosen.load(SeqCst) {
+                    if round == 0 {
+                        parker.park_polling(|| poll.wait());
+                    } else {
+                        parker.park();
+                    }
+                    round += 1;
+                }
+            })
+        };
+        chosen.store(true, SeqCst);
+        parker.unpark_with(|| poll.notify());
+        worker.join().unwrap();
+    });
+}

@@ -1,0 +1,494 @@
+//! Models of the pool's park/notify protocol (`idle.rs`, `shared.rs`, `worker.rs`) and of the
+//! monitor's handoff: a real `Shared` with two workers,
+//! whose threads replay `Worker::run`/`next_task`/`search`/`park`/`run_task` call for call
+//! (`ModelWorker`), while the model's main thread schedules one task from outside the pool
+//! (`Shared::schedule_remote`: global-queue push, then `notify_parked`). The task shuts the
+//! pool down when it runs, which lets every worker exit; if the task were stranded in the queue
+//! with every worker parked, no thread could make progress and the checker reports a deadlock. So
+//! each model proves "no lost wake-up: the task is always run, exactly once":
+//! - `loom_protocol_searcher_parks`: worker 0 is the searcher and gives up (parks as the last
+//!   searcher, so it must rescan); worker 1 is already asleep;
+//! - `loom_protocol_searcher_parks_other_busy`: worker 0 is the searcher and parks while
+//!   worker 1 is awake but busy in a long task (not searching, not looking at any queue), so
+//!   only the last-searcher rescan stands between the task and a lost wake-up;
+//! - `loom_protocol_non_searcher_parks`: worker 0 cannot search (worker 1 is the searcher) and
+//!   parks without rescanning; worker 1 searches and parks too;
+//! - `loom_protocol_both_park`: two workers, neither searching, both run out of work and park;
+//! - `loom_protocol_busy_worker_schedules_locally`: the work is not in the global queue but in
+//!   a busy worker's next slot and local queue (`Worker::schedule_local`, replayed by the main
+//!   thread, which then runs its next slot and stays busy); the other worker must steal and
+//!   run what waits in the local queue.
+//! - `loom_protocol_next_slot_alone_other_{asleep,searching,running}`: a worker inside a poll
+//!   that never returns schedules one task, which lands alone in its next slot; the push
+//!   announces it (Go's `wakep`), and the other worker, whether asleep, searching or running
+//!   out of work, takes it from the next slot once the owner stays in its poll through the
+//!   grace period (or finds it in its last-searcher rescan): never stranded, run once.
+//! - `loom_handoff_wakes_a_parked_worker` (exhaustive), `loom_handoff_races_a_searcher`: the
+//!   monitor's handoff of a worker stuck with an unannounced task in its next slot moves it to
+//!   the global queue and wakes the parked worker, or races a searcher that takes it from the
+//!   next slot: run exactly once either way; `loom_handoff_every_worker_busy_asks_for_a_helper`:
+//!   with every worker busy the handoff asks for a helper and leaves the task globally queued.
+//!
+//! Run with the other models (see `crate::loom` for the two checkers and how to run them):
+//! `RUSTFLAGS="--cfg loom" cargo test -p coro-executor --lib --release --target-dir target/loom
+//! -- loom_`, and the same with `--cfg shuttle`.
+
+use super::handoff;
+use super::offer::Offer;
+use super::queue::{self, Local};
+use super::shared::{Remote, Shared, wait_next_slot_grace};
+use super::worker::SEARCH_PASSES;
+use crate::blocking::BlockingPool;
+use crate::loom::sync::Arc;
+use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
+use crate::loom::thread;
+use crate::loom::{model, model_exhaustive};
+use crate::task::Runnable;
+use crate::trace::TaskHeader;
+use std::time::Duration;
+
+/// `worker::Worker` for the models: the same calls on `Shared`/`Idle`/`Parker`/queues/offer slots
+/// in the same order. Left out, as irrelevant to wake-ups or impossible under loom: the
+/// thread-locals (`CURRENT`, `SHARD_HINT`), the metrics counters, the every-61st-tick
+/// global-queue check (a worker's tick starts at 1 and the models end long before 61), the
+/// next-slot streak cap (the models never fill a next slot), the random victim order (loom needs
+/// determinism; with two workers there is one victim anyway), `take_offer`'s `catch_unwind` (a
+/// model's offer does not panic, and a failed assertion in one must fail the model) and `drain`
+/// (the models leave nothing to drain).
+pub(super) struct ModelWorker {
+    pub(super) shared: Arc<Shared>,
+    pub(super) index: usize,
+    /// `Core::local`.
+    pub(super) local: Local<Runnable>,
+    /// `Core::is_searching`.
+    pub(super) is_searching: bool,
+}
+
+impl ModelWorker {
+    /// `Worker::run`. With `asleep`, the worker starts inside `Worker::park`'s wait loop, its
+    /// `idle.park` already done by the model's setup.
+    pub(super) fn run(mut self, asleep: bool) {
+        if asleep {
+            self.wait_for_unpark();
+        }
+        while !self.shared.is_shutdown() {
+            if let Some(task) = self.next_task() {
+                self.run_task(task);
+                continue;
+            }
+            match self.search() {
+                Some(Found::Task(task)) => self.run_task(task),
+                Some(Found::Offer(offer)) => self.take_offer(offer),
+                None => self.park(),
+            }
+        }
+    }
+
+    /// `Worker::next_task`: the next slot, the local queue, the global queue.
+    fn next_task(&mut self) -> Option<Runnable> {
+        let remote = &self.shared.remotes[self.index];
+        if remote.has_next() {
+            if let Some(task) = remote.take_next() {
+                return Some(task);
+            }
+        }
+        if let Some(task) = self.local.pop() {
+            return Some(task);
+        }
+        self.shared.inject.pop().ok()
+    }
+
+    /// `Worker::run_task`: the last searcher to find work wakes another worker; the poll
+    /// counter moves before the poll.
+    fn run_task(&mut self, task: Runnable) {
+        if self.is_searching {
+            self.is_searching = false;
+            if self.shared.idle.stop_searching() {
+                self.shared.notify_parked();
+            }
+        }
+        self.shared.remotes[self.index].counters.polls.add(1);
+        task.run();
+    }
+
+    /// `Worker::take_offer`: take from an offer found while searching, staying a searcher.
+    fn take_offer(&mut self, offer: std::sync::Arc<dyn Offer>) {
+        offer.take();
+    }
+
+    /// `Worker::search`: become a searcher (if at most half search), then steal from each victim
+    /// or take a reference to its posted offer, and try the global queue, `SEARCH_PASSES`
+    /// times; last, take a victim's next slot if its owner stayed in the same poll through the
+    /// grace period.
+    fn search(&mut self) -> Option<Found> {
+        if !self.is_searching {
+            if !self.shared.idle.try_start_searching() {
+                return None;
+            }
+            self.is_searching = true;
+        }
+        let remotes = &self.shared.remotes;
+        let n = remotes.len();
+        let mut held_next = None;
+        for _ in 0..SEARCH_PASSES {
+            for i in 1..n {
+                let victim = (self.index + i) % n;
+                if let Some((task, _)) = remotes[victim].steal.steal_into(&mut self.local) {
+                    return Some(Found::Task(task));
+                }
+                if held_next.is_none() && remotes[victim].has_next() {
+                    held_next = Some((victim, remotes[victim].owner_polls()));
+                }
+                if let Some(offer) = remotes[victim].offer.get() {
+                    return Some(Found::Offer(offer));
+                }
+            }
+            if let Ok(task) = self.shared.inject.pop() {
+                return Some(Found::Task(task));
+            }
+        }
+        let (victim, polls) = held_next?;
+        wait_next_slot_grace();
+        if remotes[victim].owner_polls() != polls {
+            return None;
+        }
+        remotes[victim].take_next().map(Found::Task)
+    }
+
+    /// `Worker::park`: record the park (rescanning every queue if this was the last searcher or
+    /// the last worker awake), then sleep.
+    fn park(&mut self) {
+        let was_searching = std::mem::replace(&mut self.is_searching, false);
+        if self.shared.idle.park(self.index, was_searching, false) {
+            self.shared.notify_if_work_pending();
+        }
+        self.wait_for_unpark();
+    }
+
+    /// The loop at the end of `Worker::park`: sleep until shut down or really chosen (then as a
+    /// searcher, as whoever woke us counted us).
+    fn wait_for_unpark(&mut self) {
+        loop {
+            self.shared.remotes[self.index].parker.park();
+            if self.shared.is_shutdown() {
+                return;
+            }
+            if self.shared.idle.unpark_confirmed(self.index) {
+                self.is_searching = true;
+                return;
+            }
+        }
+    }
+}
+
+/// `worker::Found`: what a search found.
+pub(super) enum Found {
+    Task(Runnable),
+    Offer(std::sync::Arc<dyn Offer>),
+}
+
+/// A pool's shared state with `workers` workers, built as `ThreadPool::from_builder` does, and
+/// each worker's local queue.
+pub(super) fn new_shared(workers: usize) -> (Arc<Shared>, Vec<Local<Runnable>>) {
+    let (locals, remotes): (Vec<_>, Vec<_>) = (0..workers)
+        .map(|_| {
+            let (local, steal) = queue::local();
+            (local, Remote::new(steal))
+        })
+        .unzip();
+    let blocking = BlockingPool::new("loom-blocking".into(), 1, Duration::from_secs(1));
+    let shared = Arc::new(Shared::new(remotes.into_boxed_slice(), blocking));
+    (shared, locals)
+}
+
+/// How a model worker starts.
+#[derive(Clone, Copy)]
+pub(super) enum Start {
+    /// At the top of `Worker::run`'s loop, searching or not.
+    Running { searching: bool },
+    /// Asleep: inside `Worker::park`'s wait loop (setup did its `idle.park`).
+    Asleep,
+    /// Awake, not searching, and inside a task that outlasts the model: counted as unparked by
+    /// `Idle`, but no thread of the model ever looks for work for it.
+    Busy,
+}
+
+/// Starts the two workers as given, schedules one task from outside the pool as
+/// `Shared::schedule_remote` does, and checks that it runs exactly once. The task begins the
+/// pool's shutdown when it runs, which is what lets the workers' threads end: a lost wake-up
+/// leaves every thread blocked, which loom and shuttle report as a deadlock.
+pub(super) fn protocol_model(starts: [Start; 2]) {
+    let (shared, locals) = new_shared(2);
+    setup_idle(&shared, starts);
+    let workers: Vec<_> = locals
+        .into_iter()
+        .zip(starts)
+        .enumerate()
+        .filter_map(|(index, (local, start))| {
+            let (searching, asleep) = match start {
+                Start::Running { searching } => (searching, false),
+                Start::Asleep => (false, true),
+                Start::Busy => return None,
+            };
+            let worker = ModelWorker {
+                shared: shared.clone(),
+                index,
+                local,
+                is_searching: searching,
+            };
+            Some(thread::spawn(move || worker.run(asleep)))
+        })
+        .collect();
+
+    let ran = Arc::new(AtomicUsize::new(0));
+    shared.schedule_remote(counted_task(&shared, &ran, 1));
+
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    assert_eq!(ran.load(Relaxed), 1, "the task did not run exactly once");
+    assert!(shared.inject.is_empty());
+}
+
+/// A task that counts its runs in `ran` and shuts the pool down when `ran` reaches `total`.
+/// async-task's own atomics are std ones, which is fine: only one model thread touches a task
+/// at a time, handed over through the (loom-modelled) queues.
+pub(super) fn counted_task(shared: &Arc<Shared>, ran: &Arc<AtomicUsize>, total: usize) -> Runnable {
+    let (shared, ran) = (shared.clone(), ran.clone());
+    let (runnable, handle) = async_task::Builder::new()
+        .metadata(TaskHeader::new())
+        .spawn(
+            move |_| async move {
+                if ran.fetch_add(1, Relaxed) + 1 == total {
+                    shared.begin_shutdown();
+                }
+            },
+            |_| {},
+        );
+    handle.detach();
+    runnable
+}
+
+/// `Worker::schedule_local` (a task woken, not yielded, by the running task) with
+/// `Worker::push_back`, for worker `index`, busy and not searching, whose local queue is `local`:
+/// every push wakes a parked worker if nobody searches (Go's `wakep` after `runqput`).
+fn schedule_local_busy(
+    shared: &Shared,
+    index: usize,
+    local: &mut Local<Runnable>,
+    runnable: Runnable,
+) {
+    if let Some(displaced) = shared.remotes[index].put_next(runnable) {
+        local.push_back(displaced, &mut |task| {
+            if let Err(closed) = shared.inject.push(task) {
+                drop(closed.into_inner());
+            }
+        });
+    }
+    shared.notify_parked();
+}
+
+/// Makes the setup's idle bookkeeping match `starts`, as the workers' own earlier calls would
+/// have: asleep workers have parked (not searching), and searching ones have started searching.
+pub(super) fn setup_idle(shared: &Shared, starts: [Start; 2]) {
+    for (index, start) in starts.into_iter().enumerate() {
+        match start {
+            Start::Asleep => {
+                shared.idle.park(index, false, false);
+            }
+            Start::Running { searching: true } => {
+                assert!(shared.idle.try_start_searching());
+            }
+            Start::Running { searching: false } | Start::Busy => {}
+        }
+    }
+}
+
+/// Runs `protocol_model` with `starts` under the build's checker.
+fn protocol(starts: [Start; 2]) {
+    model(move || protocol_model(starts));
+}
+
+#[test]
+fn loom_protocol_searcher_parks() {
+    // Worker 0 is the searcher and finds nothing (or the task); worker 1 is asleep.
+    protocol([Start::Running { searching: true }, Start::Asleep]);
+}
+
+#[test]
+fn loom_protocol_searcher_parks_other_busy() {
+    // Worker 0 is the searcher; worker 1 is awake but stuck in a long task, so worker 0 is not
+    // the last worker awake: only the last-searcher rescan (or the searcher's own search) can
+    // find a task whose notifier counted on the searcher.
+    protocol([Start::Running { searching: true }, Start::Busy]);
+}
+
+#[test]
+fn loom_protocol_non_searcher_parks() {
+    // Worker 1 is the searcher, so worker 0 cannot search: it parks without rescanning.
+    protocol([
+        Start::Running { searching: false },
+        Start::Running { searching: true },
+    ]);
+}
+
+#[test]
+fn loom_protocol_both_park() {
+    // Neither searches yet; both run out of work and park (one may search first).
+    protocol([
+        Start::Running { searching: false },
+        Start::Running { searching: false },
+    ]);
+}
+
+#[test]
+fn loom_protocol_busy_worker_schedules_locally() {
+    // Worker 1 (the model's main thread) is busy in a long task that wakes two tasks: the first
+    // goes to its next slot, the second displaces it into the local queue; each push notifies
+    // (Go's `wakep` after `runqput`). Then worker 1 serves its next
+    // slot (`Worker::next_task`) and that task runs long too: whatever waits in worker 1's local
+    // queue can only be run by worker 0 (awake, not searching at first), which must get it.
+    model(|| {
+        let (shared, mut locals) = new_shared(2);
+        let mut busy_local = locals.pop().expect("two workers");
+        let worker = ModelWorker {
+            shared: shared.clone(),
+            index: 0,
+            local: locals.pop().expect("two workers"),
+            is_searching: false,
+        };
+        let worker = thread::spawn(move || worker.run(false));
+
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..2 {
+            let task = counted_task(&shared, &ran, 2);
+            schedule_local_busy(&shared, 1, &mut busy_local, task);
+        }
+        // Worker 1's task returns: `Worker::next_task` takes the next slot first, `run_task`
+        // runs it (worker 1 is not searching). Worker 0 may have stolen it already.
+        if let Some(task) = shared.remotes[1].take_next() {
+            task.run();
+        }
+        worker.join().unwrap();
+        assert_eq!(
+            ran.load(Relaxed),
+            2,
+            "the tasks did not run exactly once each"
+        );
+        assert!(busy_local.is_empty() && !shared.remotes[1].has_next());
+    });
+}
+
+/// A two-worker pool whose worker 1 is busy (in a poll that outlasts the model) and whose
+/// worker 0 starts as `start` says: the shared state, worker 0 (to run on a model thread), whether
+/// it starts asleep, and worker 1's local queue.
+fn beside_a_busy_worker(start: Start) -> (Arc<Shared>, ModelWorker, bool, Local<Runnable>) {
+    let (shared, mut locals) = new_shared(2);
+    let busy_local = locals.pop().expect("two workers");
+    setup_idle(&shared, [start, Start::Busy]);
+    let (searching, asleep) = match start {
+        Start::Running { searching } => (searching, false),
+        Start::Asleep => (false, true),
+        Start::Busy => unreachable!("worker 0 must be able to run the task"),
+    };
+    let worker = ModelWorker {
+        shared: shared.clone(),
+        index: 0,
+        local: locals.pop().expect("two workers"),
+        is_searching: searching,
+    };
+    (shared, worker, asleep, busy_local)
+}
+
+/// Worker 1 (the model's main thread) is inside a poll that never returns, and schedules one
+/// task, which lands alone in its next slot; worker 0 starts as `start` says. Worker 1 never
+/// runs its next slot, so only worker 0 can run the task: the push must wake it (or a searcher
+/// must find the task), and worker 0 must take it from the next slot once worker 1 stays in
+/// its poll through the grace period. A stranded task leaves worker 0 parked for ever: a loom
+/// deadlock.
+fn next_slot_alone_model(start: Start) {
+    let (shared, worker, asleep, mut busy_local) = beside_a_busy_worker(start);
+    let worker = thread::spawn(move || worker.run(asleep));
+
+    let ran = Arc::new(AtomicUsize::new(0));
+    schedule_local_busy(&shared, 1, &mut busy_local, counted_task(&shared, &ran, 1));
+    // ... and worker 1's poll goes on for ever: it never looks at its queues again.
+    worker.join().unwrap();
+    assert_eq!(ran.load(Relaxed), 1, "the task did not run exactly once");
+}
+
+#[test]
+fn loom_protocol_next_slot_alone_other_asleep() {
+    model(|| next_slot_alone_model(Start::Asleep));
+}
+
+#[test]
+fn loom_protocol_next_slot_alone_other_searching() {
+    model(|| next_slot_alone_model(Start::Running { searching: true }));
+}
+
+#[test]
+fn loom_protocol_next_slot_alone_other_running() {
+    model(|| next_slot_alone_model(Start::Running { searching: false }));
+}
+
+/// The monitor's handoff (`handoff::hand_off`) for worker 1, stuck in a poll with a task in its
+/// next slot that nobody was woken for, while worker 0 starts as `start` says: the task runs
+/// exactly once, whether the handoff moves it to the global queue (and wakes worker 0) or
+/// worker 0, searching, takes it from the next slot first; and a helper is asked for only if
+/// nobody could be woken and nobody searches.
+fn handoff_model(start: Start) {
+    let (shared, worker, asleep, _) = beside_a_busy_worker(start);
+    let ran = Arc::new(AtomicUsize::new(0));
+    // Put there unannounced, as if its announcement had gone to a searcher that missed it.
+    assert!(
+        shared.remotes[1]
+            .put_next(counted_task(&shared, &ran, 1))
+            .is_none()
+    );
+    let worker = thread::spawn(move || worker.run(asleep));
+
+    let wants_helper = handoff::hand_off(&shared, 1);
+    worker.join().unwrap();
+    assert_eq!(ran.load(Relaxed), 1, "the task did not run exactly once");
+    if asleep {
+        assert!(!wants_helper, "a parked worker was there to wake");
+    }
+}
+
+#[test]
+fn loom_handoff_wakes_a_parked_worker() {
+    model_exhaustive(|| handoff_model(Start::Asleep));
+}
+
+#[test]
+fn loom_handoff_races_a_searcher() {
+    model(|| handoff_model(Start::Running { searching: true }));
+}
+
+#[test]
+fn loom_handoff_every_worker_busy_asks_for_a_helper() {
+    // Both workers stuck in polls: nobody to wake, nobody searching; the handoff moves the
+    // next-slot task to the global queue and asks for a helper.
+    model(|| {
+        let (shared, _locals) = new_shared(2);
+        setup_idle(&shared, [Start::Busy, Start::Busy]);
+        let ran = Arc::new(AtomicUsize::new(0));
+        assert!(
+            shared.remotes[1]
+                .put_next(counted_task(&shared, &ran, 1))
+                .is_none()
+        );
+        assert!(
+            handoff::hand_off(&shared, 1),
+            "every worker is busy: a helper is needed"
+        );
+        assert!(!shared.remotes[1].has_next());
+        let task = shared
+            .inject
+            .pop()
+            .expect("the handoff queues the task globally");
+        task.run();
+        assert_eq!(ran.load(Relaxed), 1);
+    });
+}
