@@ -45,6 +45,7 @@ def strip(text):
 
 def expand(tree):
     """`a::{b, c::{d as e}}` -> [(['a','b'], 'b'), (['a','c','d'], 'e')]; globs end in '*'."""
+    tree = re.sub(r"\s+as\s+", "@", tree)  # `x as y`, kept apart before spaces go
     tree = re.sub(r"\s+", "", tree)
     out = []
 
@@ -68,10 +69,8 @@ def expand(tree):
                 walk(prefix + head, inner[:-1])
             else:
                 alias = None
-                if "as" in part and re.search(r"as[A-Za-z_]", part):
-                    m = re.match(r"(.*)as([A-Za-z_][A-Za-z0-9_]*)$", part)
-                    if m and "::" in m.group(1) or (m and m.group(1) in ("self",)):
-                        part, alias = m.group(1), m.group(2)
+                if "@" in part:
+                    part, alias = part.split("@", 1)
                 segs = prefix + [p for p in part.split("::") if p]
                 if segs and segs[-1] == "self":
                     segs = segs[:-1]

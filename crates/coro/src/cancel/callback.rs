@@ -1,9 +1,8 @@
 //! [`CancellationCallback`]: run code when a token is cancelled.
 
 use super::CancellationToken;
-use super::state::{CancelState, Key, Reaction};
+use super::state::Registration;
 use std::fmt;
-use std::sync::Arc;
 
 /// Runs a closure once when its token is cancelled (folly's `CancellationCallback`).
 ///
@@ -27,7 +26,7 @@ use std::sync::Arc;
 /// ```
 #[must_use = "dropping a CancellationCallback deregisters it at once"]
 pub struct CancellationCallback {
-    registration: Option<(Arc<CancelState>, Key)>,
+    registration: Option<Registration>,
 }
 
 impl CancellationCallback {
@@ -46,27 +45,11 @@ impl CancellationCallback {
     /// assert!(ran);
     /// ```
     pub fn new(token: &CancellationToken, callback: impl FnOnce() + Send + 'static) -> Self {
-        let Some(state) = &token.state else {
-            return CancellationCallback { registration: None };
-        };
-        match state.register(Reaction::Callback(Box::new(callback))) {
-            Ok(key) => CancellationCallback {
-                registration: Some((state.clone(), key)),
-            },
-            Err(Reaction::Callback(callback)) => {
-                callback();
-                CancellationCallback { registration: None }
-            }
-            Err(Reaction::Wake(_)) => unreachable!("registered a callback"),
-        }
-    }
-}
-
-impl Drop for CancellationCallback {
-    fn drop(&mut self) {
-        if let Some((state, key)) = self.registration.take() {
-            state.deregister(key);
-        }
+        let registration = token
+            .state
+            .as_ref()
+            .and_then(|state| state.register_callback(callback));
+        CancellationCallback { registration }
     }
 }
 

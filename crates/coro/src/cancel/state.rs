@@ -24,6 +24,20 @@ pub(crate) enum Reaction {
     Wake(Waker),
 }
 
+/// A callback registered on a state, deregistered when dropped (waiting for the callback if
+/// it is running on another thread, see `CancelState::deregister`): what a
+/// `CancellationCallback` holds, and what a merged state keeps on each of its inputs.
+pub(crate) struct Registration {
+    state: Arc<CancelState>,
+    key: Key,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.state.deregister(self.key);
+    }
+}
+
 /// Identifies one registration: slot index plus the slot's generation, so that a stale key
 /// (its reaction already ran and the slot was reused) matches nothing.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -44,9 +58,9 @@ struct Registry {
     /// The reaction running right now (outside the lock), with its thread.
     running: Option<(Key, ThreadId)>,
     /// For merged tokens: the callbacks on the inputs that forward their cancellation here.
-    forwarders: Vec<super::CancellationCallback>,
-    /// For merged tokens: the inputs, asked by `can_be_cancelled`.
-    inputs: Vec<super::CancellationToken>,
+    forwarders: Vec<Registration>,
+    /// For merged tokens: the inputs' states, asked by `can_be_cancelled`.
+    inputs: Vec<Arc<CancelState>>,
 }
 
 impl Registry {
@@ -125,11 +139,7 @@ impl CancelState {
     }
 
     /// Makes a merged state listen to `inputs` (called once, right after `new_merged`).
-    pub(crate) fn set_inputs(
-        &self,
-        inputs: Vec<super::CancellationToken>,
-        forwarders: Vec<super::CancellationCallback>,
-    ) {
+    pub(crate) fn set_inputs(&self, inputs: Vec<Arc<CancelState>>, forwarders: Vec<Registration>) {
         let mut registry = self.registry.lock().unwrap();
         registry.inputs = inputs;
         if self.is_cancellation_requested() {
@@ -138,6 +148,25 @@ impl CancelState {
             drop(forwarders);
         } else {
             registry.forwarders = forwarders;
+        }
+    }
+
+    /// Registers `callback`, or runs it now (and returns `None`) if cancellation was already
+    /// requested.
+    pub(crate) fn register_callback(
+        self: &Arc<Self>,
+        callback: impl FnOnce() + Send + 'static,
+    ) -> Option<Registration> {
+        match self.register(Reaction::Callback(Box::new(callback))) {
+            Ok(key) => Some(Registration {
+                state: self.clone(),
+                key,
+            }),
+            Err(Reaction::Callback(callback)) => {
+                callback();
+                None
+            }
+            Err(Reaction::Wake(_)) => unreachable!("registered a callback"),
         }
     }
 

@@ -1,6 +1,5 @@
 //! [`CancellationSource`], [`CancellationToken`] and merging.
 
-use super::CancellationCallback;
 use super::state::CancelState;
 use std::fmt;
 use std::sync::{Arc, Weak};
@@ -185,21 +184,6 @@ impl CancellationToken {
         self.state.as_ref().is_some_and(|s| s.can_be_cancelled())
     }
 
-    /// Completes when cancellation is requested (never, for a token that cannot be cancelled).
-    ///
-    /// ```
-    /// use coro::cancel::CancellationSource;
-    ///
-    /// let source = CancellationSource::new();
-    /// let token = source.token();
-    /// std::thread::spawn(move || source.request_cancellation());
-    /// futures::executor::block_on(token.cancelled());
-    /// assert!(token.is_cancellation_requested());
-    /// ```
-    pub fn cancelled(&self) -> super::WaitForCancellation {
-        super::WaitForCancellation::new(self.clone())
-    }
-
     /// A token cancelled as soon as any of `tokens` is (folly's `cancellation_token_merge`).
     ///
     /// Tokens that cannot be cancelled are ignored and duplicates count once, so merging one
@@ -240,18 +224,22 @@ impl CancellationToken {
         distinct.insert(0, first);
         let merged = CancelState::new_merged();
         let weak: Weak<CancelState> = Arc::downgrade(&merged);
-        let forwarders = distinct
+        let inputs: Vec<Arc<CancelState>> = distinct
+            .into_iter()
+            .filter_map(|token| token.state)
+            .collect();
+        let forwarders = inputs
             .iter()
-            .map(|input| {
+            .filter_map(|input| {
                 let weak = weak.clone();
-                CancellationCallback::new(input, move || {
+                input.register_callback(move || {
                     if let Some(merged) = weak.upgrade() {
                         merged.request();
                     }
                 })
             })
             .collect();
-        merged.set_inputs(distinct, forwarders);
+        merged.set_inputs(inputs, forwarders);
         CancellationToken {
             state: Some(merged),
         }

@@ -7,6 +7,25 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+// `CancellationToken::cancelled` is defined here, beside the future it makes, so that
+// `token.rs` does not import this file, which is built on it.
+impl CancellationToken {
+    /// Completes when cancellation is requested (never, for a token that cannot be cancelled).
+    ///
+    /// ```
+    /// use coro::cancel::CancellationSource;
+    ///
+    /// let source = CancellationSource::new();
+    /// let token = source.token();
+    /// std::thread::spawn(move || source.request_cancellation());
+    /// futures::executor::block_on(token.cancelled());
+    /// assert!(token.is_cancellation_requested());
+    /// ```
+    pub fn cancelled(&self) -> WaitForCancellation {
+        WaitForCancellation::new(self.clone())
+    }
+}
+
 /// Completes when its token is cancelled; from [`CancellationToken::cancelled`].
 ///
 /// Cancel-safe: dropping it removes its registration.

@@ -3,10 +3,9 @@
 use super::context::{TaskContext, enter_context_if_changed, with_context};
 use super::recycle;
 use super::stack::with_stack;
-use super::with_executor::TaskWithExecutor;
 use crate::cancel::CancellationToken;
 use crate::trace::frame::{Frame, FrameNode};
-use coro_executor::{ExecutorHandle, JoinError};
+use coro_executor::JoinError;
 use std::alloc::Layout;
 use std::borrow::Cow;
 use std::fmt;
@@ -184,20 +183,6 @@ impl<T: Send + 'static> Task<T> {
     pub fn with_cancellation(mut self, token: CancellationToken) -> Task<T> {
         self.inner_mut().set_own_token(token);
         self
-    }
-
-    /// Binds the task to `executor`: awaiting the result runs the task there and resumes the
-    /// awaiter on its own executor; [`TaskWithExecutor::start`] runs it eagerly.
-    ///
-    /// ```
-    /// let pool = coro::ThreadPool::new(1).unwrap();
-    /// let on_pool = coro::Task::new(async { std::thread::current().name().map(str::to_owned) })
-    ///     .schedule_on(&pool);
-    /// let name = futures::executor::block_on(on_pool);
-    /// assert_eq!(name.as_deref(), Some("coro-worker-0"));
-    /// ```
-    pub fn schedule_on(self, executor: impl Into<ExecutorHandle>) -> TaskWithExecutor<T> {
-        TaskWithExecutor::new(self, executor.into())
     }
 
     /// The task with its panic caught (folly's `co_awaitTry`): awaiting the result gives
@@ -414,12 +399,6 @@ pub(crate) fn poll_in_frame<F: Future + ?Sized>(
         crate::trace::publish::publish_suspension(frame);
     }
     poll
-}
-
-impl<T> super::root::RootBody for Task<T> {
-    fn root_frame(&self) -> &Frame {
-        self.frame()
-    }
 }
 
 impl<T> Future for Task<T> {

@@ -5,7 +5,7 @@
 //! only holds its [`RootTrace`] and enters it at each poll.
 
 use super::context::enter_executor;
-use super::lazy::Framed;
+use super::lazy::{Framed, Task};
 use crate::trace::Frame;
 use crate::trace::publish::RootTrace;
 use coro_executor::{ExecutorHandle, JoinHandle};
@@ -53,6 +53,12 @@ impl RootExecutor for ExecutorHandle {
 pub(crate) trait RootBody: Future {
     /// The body's outermost frame: it must not change once the body is spawned.
     fn root_frame(&self) -> &Frame;
+}
+
+impl<T> RootBody for Task<T> {
+    fn root_frame(&self) -> &Frame {
+        self.frame()
+    }
 }
 
 impl<F: RootBody, E: RootExecutor> Future for Root<F, E> {

@@ -35,6 +35,24 @@ enum State<T> {
     Done,
 }
 
+// `Task::schedule_on` is defined here, beside the type it makes, so that `lazy.rs` (the task)
+// does not import this file, which is built on it.
+impl<T: Send + 'static> Task<T> {
+    /// Binds the task to `executor`: awaiting the result runs the task there and resumes the
+    /// awaiter on its own executor; [`TaskWithExecutor::start`] runs it eagerly.
+    ///
+    /// ```
+    /// let pool = coro::ThreadPool::new(1).unwrap();
+    /// let on_pool = coro::Task::new(async { std::thread::current().name().map(str::to_owned) })
+    ///     .schedule_on(&pool);
+    /// let name = futures::executor::block_on(on_pool);
+    /// assert_eq!(name.as_deref(), Some("coro-worker-0"));
+    /// ```
+    pub fn schedule_on(self, executor: impl Into<ExecutorHandle>) -> TaskWithExecutor<T> {
+        TaskWithExecutor::new(self, executor.into())
+    }
+}
+
 impl<T: Send + 'static> TaskWithExecutor<T> {
     pub(super) fn new(task: Task<T>, executor: ExecutorHandle) -> Self {
         TaskWithExecutor {

@@ -134,7 +134,8 @@ impl FrameNode {
                 coro_executor::trace::attach_owned(&self.frame);
             }
             self.set_parent(parent);
-            super::publish::note_relinked();
+            // The engine tracks whether the stack changed since it was last published.
+            coro_executor::trace::note_relinked();
         }
         FrameGuard { parent }
     }
