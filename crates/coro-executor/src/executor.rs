@@ -1,6 +1,6 @@
 //! The [`Executor`] trait and [`ExecutorHandle`], the shared handle every spawn goes through.
 
-use crate::pool::Shared;
+use crate::pool::{Shared, ThreadPool};
 use crate::task::{self, JoinHandle, Runnable, TaskHeader, drop_catching};
 use std::fmt;
 use std::future::Future;
@@ -255,7 +255,21 @@ impl ExecutorHandle {
     /// assert_eq!(answer, 7);
     /// ```
     pub fn with_current_pool<R>(f: impl FnOnce(Option<&ExecutorHandle>) -> R) -> R {
-        crate::pool::with_current_handle(f)
+        crate::pool::with_current_shared(|shared| match shared {
+            Some(shared) => {
+                // A handle that borrows the worker's reference to its pool instead of taking one
+                // of its own: a clone and its drop are two read-modify-writes on a cache line
+                // every worker shares, on every spawn from inside the pool.
+                // SAFETY: `from_raw` of the worker's own pointer, uncounted: the handle is never
+                // dropped (`ManuallyDrop`, also when `f` unwinds), so it never releases that
+                // reference; the worker's `Arc` outlives `f`, which runs inside the worker's
+                // frame on this thread; and a clone `f` makes is counted as usual.
+                let pool = unsafe { Arc::from_raw(Arc::as_ptr(shared)) };
+                let handle = std::mem::ManuallyDrop::new(ExecutorHandle::from_pool(pool));
+                f(Some(&handle))
+            }
+            None => f(None),
+        })
     }
 
     /// Whether this handle refers to a coro [`ThreadPool`](crate::ThreadPool).
@@ -299,5 +313,26 @@ impl fmt::Debug for ExecutorHandle {
             Kind::Dyn(_) => "dyn Executor",
         };
         write!(f, "ExecutorHandle({kind} @ {:p})", self.addr())
+    }
+}
+
+// A pool's handle is made here, not in `pool/`, so that the pool does not import this file,
+// which is built on it.
+impl ThreadPool {
+    /// A handle to this pool, for spawning from anywhere and for `schedule_on`.
+    ///
+    /// ```
+    /// let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// let handle = pool.handle();
+    /// assert_eq!(futures::executor::block_on(handle.spawn(async { 1 })).unwrap(), 1);
+    /// ```
+    pub fn handle(&self) -> ExecutorHandle {
+        ExecutorHandle::from_pool(self.shared.clone())
+    }
+}
+
+impl From<&ThreadPool> for ExecutorHandle {
+    fn from(pool: &ThreadPool) -> Self {
+        pool.handle()
     }
 }

@@ -1,5 +1,5 @@
-//! [`Source`]: one registered file descriptor's readiness, and [`Registration`], the handle a
-//! socket type holds.
+//! [`Source`]: one registered file descriptor's readiness (the handle a socket type holds,
+//! `Registration`, is in `registration.rs`).
 //!
 //! Per direction (read, write) a source keeps: whether the poller is armed for it, whether an
 //! event fired since a waiter last looked, and the wakers of the tasks waiting for it. The
@@ -18,12 +18,12 @@
 
 use super::driver::{IoDriver, pool_gone};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
-const READ: usize = 0;
-const WRITE: usize = 1;
+pub(super) const READ: usize = 0;
+pub(super) const WRITE: usize = 1;
 
 #[derive(Default)]
 struct Direction {
@@ -33,9 +33,9 @@ struct Direction {
 }
 
 pub(crate) struct Source {
-    fd: RawFd,
+    pub(super) fd: RawFd,
     key: usize,
-    driver: Arc<IoDriver>,
+    pub(super) driver: Arc<IoDriver>,
     directions: Mutex<[Direction; 2]>,
 }
 
@@ -66,7 +66,7 @@ impl Source {
 
     /// `Ready` once the fd reported readiness in direction `dir` since the last time this
     /// returned `Ready` for it; else registers the task's waker and arms the poller.
-    fn poll_ready(&self, dir: usize, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    pub(super) fn poll_ready(&self, dir: usize, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut directions = self.directions.lock().unwrap();
         if self.driver.is_closed() {
             return Poll::Ready(Err(pool_gone()));
@@ -121,107 +121,5 @@ impl Source {
         for waker in wakers {
             waker.wake();
         }
-    }
-}
-
-/// A file descriptor registered with a coro pool's IO driver: the readiness half of an async
-/// socket. The pool's idle workers poll the OS for it; a task waiting on it is woken through its
-/// own waker, so it resumes on its own executor.
-///
-/// It registers with the driver of the pool whose worker calls [`new`](Registration::new), or
-/// with the [`default_pool`](crate::default_pool)'s elsewhere. The fd must be non-blocking and
-/// stay open until the registration is dropped (declare the registration before the socket in
-/// a struct, so that it is dropped first). Once its pool has shut down, every wait fails with
-/// an error that says so.
-///
-/// ```
-/// use coro_executor::io::Registration;
-/// use std::io::{ErrorKind, Read, Write};
-/// use std::os::unix::net::UnixStream;
-///
-/// let (mut a, mut b) = UnixStream::pair().unwrap();
-/// a.set_nonblocking(true).unwrap();
-/// let registration = Registration::new(&a).unwrap();
-/// let reader = std::thread::spawn(move || {
-///     let got = futures::executor::block_on(async {
-///         let mut buf = [0u8; 5];
-///         loop {
-///             match a.read(&mut buf) {
-///                 Ok(n) => return buf[..n].to_vec(),
-///                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
-///                     std::future::poll_fn(|cx| registration.poll_read_ready(cx)).await.unwrap();
-///                 }
-///                 Err(e) => panic!("{e}"),
-///             }
-///         }
-///     });
-///     drop(registration); // before the socket closes its fd
-///     got
-/// });
-/// b.write_all(b"hello").unwrap();
-/// assert_eq!(reader.join().unwrap(), b"hello");
-/// ```
-pub struct Registration {
-    source: Arc<Source>,
-}
-
-impl Registration {
-    /// Registers `fd`, which must be non-blocking.
-    ///
-    /// ```
-    /// let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    /// socket.set_nonblocking(true).unwrap();
-    /// let registration = coro_executor::io::Registration::new(&socket).unwrap();
-    /// drop(registration); // before the socket
-    /// ```
-    pub fn new(fd: &impl AsFd) -> io::Result<Registration> {
-        let driver = crate::pool::current_io_driver()?;
-        let source = driver.register(fd.as_fd().as_raw_fd())?;
-        Ok(Registration { source })
-    }
-
-    /// `Ready(Ok(()))` when the fd may have become readable since the last `Ready`: retry the
-    /// read, and call this again on `WouldBlock`. Pending, the task is woken when it does.
-    ///
-    /// ```
-    /// use std::task::{Context, Poll, Waker};
-    ///
-    /// let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-    /// a.set_nonblocking(true).unwrap();
-    /// let registration = coro_executor::io::Registration::new(&a).unwrap();
-    /// let mut cx = Context::from_waker(Waker::noop());
-    /// assert!(registration.poll_read_ready(&mut cx).is_pending()); // nothing was written
-    /// ```
-    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.source.poll_ready(READ, cx)
-    }
-
-    /// As [`poll_read_ready`](Self::poll_read_ready), for writing.
-    ///
-    /// ```
-    /// let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-    /// a.set_nonblocking(true).unwrap();
-    /// let registration = coro_executor::io::Registration::new(&a).unwrap();
-    /// let ready = futures::executor::block_on(std::future::poll_fn(|cx| {
-    ///     registration.poll_write_ready(cx)
-    /// }));
-    /// assert!(ready.is_ok()); // an empty socket buffer is writable
-    /// ```
-    pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.source.poll_ready(WRITE, cx)
-    }
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        self.source.driver.deregister(&self.source);
-    }
-}
-
-impl std::fmt::Debug for Registration {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registration")
-            .field("fd", &self.source.fd)
-            .finish()
     }
 }

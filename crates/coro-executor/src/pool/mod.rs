@@ -37,15 +37,6 @@ mod worker;
 
 pub use builder::{BuildError, ThreadPoolBuilder};
 
-/// The IO driver that sockets created here register with: the current worker's pool's, or the
-/// default pool's outside any pool.
-#[cfg(all(unix, not(any(loom, shuttle))))]
-pub(crate) fn current_io_driver() -> std::io::Result<Arc<crate::io::driver::IoDriver>> {
-    match worker::current_shared() {
-        Some(shared) => shared.io_driver().cloned(),
-        None => crate::default_pool().shared.io_driver().cloned(),
-    }
-}
 /// The timer driver of the pool whose worker this thread is (created on first use), if any:
 /// where a `Sleep` polled here registers.
 #[cfg(not(any(loom, shuttle)))]
@@ -64,7 +55,6 @@ pub use offer::{Offer, offer_while};
 pub use stall::StallReport;
 
 use crate::blocking::BlockingPool;
-use crate::executor::ExecutorHandle;
 use crate::task::JoinHandle;
 use builder::BuildErrorKind;
 use shared::Remote;
@@ -72,7 +62,7 @@ pub(crate) use shared::Shared;
 use std::future::Future;
 use std::sync::Arc;
 
-pub(crate) use worker::{Placement, current_shared, with_current_handle};
+pub(crate) use worker::{Placement, current_shared, with_current_shared};
 
 /// A multi-threaded, work-stealing executor in the style of Go's scheduler.
 ///
@@ -92,7 +82,7 @@ pub(crate) use worker::{Placement, current_shared, with_current_handle};
 /// pool.shutdown();
 /// ```
 pub struct ThreadPool {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -198,17 +188,6 @@ impl ThreadPool {
             }
         }
         Ok(pool)
-    }
-
-    /// A handle to this pool, for spawning from anywhere and for `schedule_on`.
-    ///
-    /// ```
-    /// let pool = coro_executor::ThreadPool::new(1).unwrap();
-    /// let handle = pool.handle();
-    /// assert_eq!(futures::executor::block_on(handle.spawn(async { 1 })).unwrap(), 1);
-    /// ```
-    pub fn handle(&self) -> ExecutorHandle {
-        ExecutorHandle::from_pool(self.shared.clone())
     }
 
     /// Spawns `fut` on this pool. From one of this pool's workers the task goes to that worker's
@@ -319,12 +298,6 @@ impl Drop for ThreadPool {
         // The monitor is joined: no helper starts any more.
         self.shared.helpers.join_all();
         self.shared.finish_shutdown();
-    }
-}
-
-impl From<&ThreadPool> for ExecutorHandle {
-    fn from(pool: &ThreadPool) -> Self {
-        pool.handle()
     }
 }
 

@@ -18,7 +18,6 @@
 use super::offer::Offer;
 use super::queue::{self, Local};
 use super::shared::{Remote, Shared, wait_next_slot_grace};
-use crate::executor::ExecutorHandle;
 use crate::task::Runnable;
 use std::cell::{Cell, RefCell};
 use std::ptr;
@@ -50,9 +49,6 @@ pub(crate) struct Worker {
     /// A helper on a spare slot (`handoff.rs`): it never searches as the idle bookkeeping
     /// counts searchers, and exits where a worker would park.
     helper: bool,
-    /// The pool's handle, lent out by [`with_current_handle`] so that spawning from inside the
-    /// pool does not touch the pool's reference count.
-    handle: ExecutorHandle,
     index: usize,
     core: RefCell<Core>,
 }
@@ -78,19 +74,10 @@ pub(crate) fn current_shared() -> Option<Arc<Shared>> {
 }
 
 /// Runs `f` with the pool whose worker this thread is, if any, without cloning it.
-#[cfg_attr(any(loom, shuttle), allow(dead_code))]
 pub(crate) fn with_current_shared<R>(f: impl FnOnce(Option<&Arc<Shared>>) -> R) -> R {
     let worker = CURRENT.with(Cell::get);
     // SAFETY: see `current_shared`; `f` runs on this thread, inside the worker's frame.
     f(unsafe { worker.as_ref() }.map(|worker| &worker.shared))
-}
-
-/// Runs `f` with the handle of the pool whose worker this thread is, if any, without cloning
-/// it (a clone and its drop are two read-modify-writes on a cache line every worker shares).
-pub(crate) fn with_current_handle<R>(f: impl FnOnce(Option<&ExecutorHandle>) -> R) -> R {
-    let worker = CURRENT.with(Cell::get);
-    // SAFETY: see `current_shared`; `f` runs on this thread, inside the worker's frame.
-    f(unsafe { worker.as_ref() }.map(|worker| &worker.handle))
 }
 
 /// Runs `f` with the pool and index of the worker running on this thread, if any.
@@ -163,7 +150,6 @@ fn run_as(
     helper: bool,
 ) -> Local<Runnable> {
     let worker = Worker {
-        handle: ExecutorHandle::from_pool(shared.clone()),
         shared,
         helper,
         index,
