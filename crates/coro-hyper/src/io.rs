@@ -53,8 +53,8 @@ impl<T> CoroIo<T> {
     /// Wraps `inner`.
     ///
     /// ```
-    /// let io = coro_hyper::CoroIo::new(std::io::empty());
-    /// # let _ = io;
+    /// let io = coro_hyper::CoroIo::new(&b"hello"[..]);
+    /// assert_eq!(io.into_inner(), b"hello");
     /// ```
     pub fn new(inner: T) -> Self {
         CoroIo { inner }

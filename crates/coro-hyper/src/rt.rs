@@ -31,7 +31,11 @@ impl CoroExecutor {
     /// The executor (a unit struct: `CoroExecutor` itself is the value too).
     ///
     /// ```
-    /// let _exec = coro_hyper::CoroExecutor::new();
+    /// use hyper::rt::Executor;
+    ///
+    /// let (tx, rx) = coro::channel::oneshot();
+    /// coro_hyper::CoroExecutor::new().execute(async move { tx.send("ran").unwrap() });
+    /// assert_eq!(coro::block_wait(rx).unwrap(), "ran");
     /// ```
     pub fn new() -> Self {
         CoroExecutor
@@ -75,7 +79,12 @@ impl CoroTimer {
     /// The timer (a unit struct: `CoroTimer` itself is the value too).
     ///
     /// ```
-    /// let _timer = coro_hyper::CoroTimer::new();
+    /// use hyper::rt::Timer;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let start = Instant::now();
+    /// coro::block_wait(coro_hyper::CoroTimer::new().sleep(Duration::from_millis(5)));
+    /// assert!(start.elapsed() >= Duration::from_millis(5));
     /// ```
     pub fn new() -> Self {
         CoroTimer

@@ -200,16 +200,22 @@ where
 /// (the predicate is shared), so one can serve many calls.
 ///
 /// ```
-/// use coro::retry::Backoff;
+/// use coro::retry::{Backoff, retry_with_backoff};
+/// use std::io::{Error, ErrorKind};
 /// use std::time::Duration;
 ///
-/// let policy: Backoff<std::io::Error> = Backoff::builder()
+/// let policy: Backoff<Error> = Backoff::builder()
 ///     .max_retries(4)
 ///     .initial_delay(Duration::from_millis(50))
 ///     .max_delay(Duration::from_secs(2))
-///     .retry_if(|e: &std::io::Error| e.kind() != std::io::ErrorKind::NotFound)
+///     .retry_if(|e: &Error| e.kind() != ErrorKind::NotFound)
 ///     .build();
-/// let _for_another_call = policy.clone();
+/// let mut calls = 0;
+/// let result: Result<(), Error> = coro::block_wait(retry_with_backoff(policy.clone(), || {
+///     calls += 1;
+///     async { Err(Error::from(ErrorKind::NotFound)) }
+/// }));
+/// assert_eq!((result.unwrap_err().kind(), calls), (ErrorKind::NotFound, 1)); // not retried
 /// ```
 pub struct Backoff<E> {
     max_retries: usize,
@@ -227,7 +233,11 @@ impl<E> Backoff<E> {
     ///
     /// ```
     /// let policy = coro::retry::Backoff::<String>::builder().build();
-    /// let _ = policy;
+    /// assert_eq!(
+    ///     format!("{policy:?}"),
+    ///     "Backoff { max_retries: 3, initial_delay: 100ms, max_delay: 10s, multiplier: 2.0, \
+    ///      jitter: true, .. }"
+    /// );
     /// ```
     pub fn builder() -> BackoffBuilder<E> {
         BackoffBuilder::new()
@@ -291,11 +301,20 @@ impl<E> fmt::Debug for Backoff<E> {
 /// checks how the two delays relate (they may be set in either order).
 ///
 /// ```
-/// use coro::retry::BackoffBuilder;
+/// use coro::retry::{BackoffBuilder, retry_with_backoff};
 /// use std::time::Duration;
 ///
-/// let policy = BackoffBuilder::<()>::new().max_retries(1).jitter(false).build();
-/// let _ = policy;
+/// let policy = BackoffBuilder::new()
+///     .max_retries(1)
+///     .initial_delay(Duration::from_millis(1))
+///     .jitter(false)
+///     .build();
+/// let mut calls = 0;
+/// let result: Result<(), _> = coro::block_wait(retry_with_backoff(policy, || {
+///     calls += 1;
+///     async { Err("down") }
+/// }));
+/// assert_eq!((result, calls), (Err("down"), 2));
 /// ```
 pub struct BackoffBuilder<E> {
     policy: Backoff<E>,
@@ -305,7 +324,11 @@ impl<E> BackoffBuilder<E> {
     /// A builder with the defaults listed on [`Backoff`] (the same as [`Backoff::builder`]).
     ///
     /// ```
-    /// let _policy = coro::retry::BackoffBuilder::<()>::new().build();
+    /// use coro::retry::{Backoff, BackoffBuilder};
+    ///
+    /// let new = format!("{:?}", BackoffBuilder::<()>::new());
+    /// assert_eq!(new, format!("{:?}", Backoff::<()>::builder()));
+    /// assert!(new.contains("max_retries: 3, initial_delay: 100ms, max_delay: 10s"));
     /// ```
     pub fn new() -> Self {
         BackoffBuilder {
@@ -351,9 +374,10 @@ impl<E> BackoffBuilder<E> {
     /// ```
     /// use std::time::Duration;
     ///
-    /// let _policy = coro::retry::Backoff::<()>::builder()
+    /// let policy = coro::retry::Backoff::<()>::builder()
     ///     .initial_delay(Duration::from_millis(20))
     ///     .build();
+    /// assert!(format!("{policy:?}").contains("initial_delay: 20ms"));
     /// ```
     pub fn initial_delay(mut self, delay: Duration) -> Self {
         self.policy.initial_delay = delay;
@@ -368,9 +392,10 @@ impl<E> BackoffBuilder<E> {
     /// ```
     /// use std::time::Duration;
     ///
-    /// let _policy = coro::retry::Backoff::<()>::builder()
+    /// let policy = coro::retry::Backoff::<()>::builder()
     ///     .max_delay(Duration::from_secs(1))
     ///     .build();
+    /// assert!(format!("{policy:?}").contains("max_delay: 1s"));
     /// ```
     pub fn max_delay(mut self, delay: Duration) -> Self {
         self.policy.max_delay = delay;
@@ -386,7 +411,11 @@ impl<E> BackoffBuilder<E> {
     /// of at least 1.0.
     ///
     /// ```
-    /// let _policy = coro::retry::Backoff::<()>::builder().multiplier(1.5).build();
+    /// use coro::retry::Backoff;
+    ///
+    /// let policy = Backoff::<()>::builder().multiplier(1.5).build();
+    /// assert!(format!("{policy:?}").contains("multiplier: 1.5"));
+    /// assert!(std::panic::catch_unwind(|| Backoff::<()>::builder().multiplier(0.5)).is_err());
     /// ```
     #[track_caller]
     pub fn multiplier(mut self, multiplier: f64) -> Self {
@@ -404,7 +433,19 @@ impl<E> BackoffBuilder<E> {
     /// together); without it the delay is the cap itself.
     ///
     /// ```
-    /// let _policy = coro::retry::Backoff::<()>::builder().jitter(false).build();
+    /// use coro::retry::{Backoff, retry_with_backoff};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let policy = Backoff::builder()
+    ///     .max_retries(1)
+    ///     .initial_delay(Duration::from_millis(30))
+    ///     .jitter(false)
+    ///     .build();
+    /// let start = Instant::now();
+    /// let result: Result<(), _> =
+    ///     coro::block_wait(retry_with_backoff(policy, || async { Err("busy") }));
+    /// assert_eq!(result, Err("busy"));
+    /// assert!(start.elapsed() >= Duration::from_millis(30)); // the full 30 ms before the retry
     /// ```
     pub fn jitter(mut self, jitter: bool) -> Self {
         self.policy.jitter = jitter;
@@ -448,10 +489,15 @@ impl<E> BackoffBuilder<E> {
     /// ```
     /// use std::time::Duration;
     ///
-    /// let _policy = coro::retry::Backoff::<()>::builder()
+    /// let policy = coro::retry::Backoff::<()>::builder()
     ///     .initial_delay(Duration::from_secs(20)) // above the default maximum of 10 s...
     ///     .max_delay(Duration::from_secs(60)) // ...so raise it (either order works)
     ///     .build();
+    /// assert!(format!("{policy:?}").contains("initial_delay: 20s, max_delay: 60s"));
+    /// let unraised = || {
+    ///     coro::retry::Backoff::<()>::builder().initial_delay(Duration::from_secs(20)).build()
+    /// };
+    /// assert!(std::panic::catch_unwind(unraised).is_err()); // max_delay left at 10 s
     /// ```
     #[track_caller]
     pub fn build(self) -> Backoff<E> {

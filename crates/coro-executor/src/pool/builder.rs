@@ -101,11 +101,19 @@ impl ThreadPoolBuilder {
     /// How long an idle blocking thread waits for work before it exits.
     ///
     /// ```
+    /// use std::time::{Duration, Instant};
+    ///
     /// let pool = coro_executor::ThreadPool::builder()
-    ///     .blocking_keep_alive(std::time::Duration::from_millis(50))
+    ///     .blocking_keep_alive(Duration::from_millis(50))
     ///     .build()
     ///     .unwrap();
-    /// # drop(pool);
+    /// futures::executor::block_on(pool.spawn_blocking(|| ())).unwrap();
+    /// // The idle blocking thread exits 50 ms later (the default would keep it 10 s).
+    /// let start = Instant::now();
+    /// while pool.metrics().blocking_threads > 0 {
+    ///     assert!(start.elapsed() < Duration::from_secs(5));
+    ///     std::thread::sleep(Duration::from_millis(5));
+    /// }
     /// ```
     pub fn blocking_keep_alive(mut self, keep_alive: Duration) -> Self {
         self.blocking_keep_alive = keep_alive;
@@ -157,13 +165,19 @@ impl ThreadPoolBuilder {
     /// ```
     /// use std::time::Duration;
     ///
+    /// let (tx, rx) = std::sync::mpsc::channel();
     /// let pool = coro_executor::ThreadPool::builder()
+    ///     .worker_threads(1)
     ///     .stall_threshold(Duration::from_millis(100))
+    ///     // The default hook prints this line on stderr; here it is sent to `rx` instead.
+    ///     .on_stall(move |report| tx.send(report.to_string()).unwrap())
     ///     .build()
     ///     .unwrap();
-    /// // A poll that blocks for 300 ms prints one line like
-    /// // "coro: task 12 `load` has run 101 ms in one poll on coro-worker-0; async stack: load (..)"
-    /// # drop(pool);
+    /// let blocking = pool.spawn(async { std::thread::sleep(Duration::from_millis(300)) });
+    /// futures::executor::block_on(blocking).unwrap();
+    /// // "coro: task 12 `<untraced>` has run 101 ms in one poll on coro-worker-0"
+    /// let line = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    /// assert!(line.starts_with("coro: task ") && line.ends_with(" in one poll on coro-worker-0"));
     /// ```
     pub fn stall_threshold(mut self, threshold: Duration) -> Self {
         self.stall_threshold = Some(threshold);
@@ -189,7 +203,9 @@ impl ThreadPoolBuilder {
     ///     })
     ///     .build()
     ///     .unwrap();
-    /// # drop(pool);
+    /// let blocking = pool.spawn(async { std::thread::sleep(Duration::from_millis(300)) });
+    /// futures::executor::block_on(blocking).unwrap();
+    /// assert_eq!(STALLS.load(Ordering::Relaxed), 1, "one report for the one long poll");
     /// ```
     pub fn on_stall(mut self, hook: impl Fn(&StallReport) + Send + Sync + 'static) -> Self {
         self.on_stall = Some(std::sync::Arc::new(hook));
@@ -240,7 +256,8 @@ impl fmt::Debug for ThreadPoolBuilder {
 ///
 /// ```
 /// let err = coro_executor::ThreadPool::new(0).unwrap_err();
-/// println!("{err}"); // says what was wrong and how to fix it
+/// let message = err.to_string(); // says what was wrong and how to fix it
+/// assert!(message.contains("0 were requested") && message.contains("pass a positive count"));
 /// ```
 #[derive(Debug)]
 pub struct BuildError {

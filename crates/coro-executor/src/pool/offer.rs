@@ -58,11 +58,14 @@ use std::sync::Arc;
 /// let ran_here = pool.spawn(async {
 ///     let job = Arc::new(OneJob(AtomicBool::new(false)));
 ///     coro_executor::offer_while(&job, || {
-///         // ... other work; an idle worker may take the job meanwhile ...
+///         // ... other work; an idle worker may take the job meanwhile. Here the work lasts
+///         // until one has (at most 5 s): the offer stays posted, so an idle worker is woken.
+///         let start = std::time::Instant::now();
+///         while job.has_work() && start.elapsed() < std::time::Duration::from_secs(5) {}
 ///     });
 ///     job.claim() // run it here unless it was taken
 /// });
-/// futures::executor::block_on(ran_here).unwrap();
+/// assert!(!futures::executor::block_on(ran_here).unwrap(), "the idle worker took it");
 /// ```
 pub trait Offer: Send + Sync + 'static {
     /// Whether anything is left to take. Idle workers (and the monitor that wakes them) skip an

@@ -78,9 +78,28 @@ impl StallReport {
     /// The stalled task's id (as in task dumps).
     ///
     /// ```
-    /// # fn check(report: &coro_executor::StallReport) {
-    /// let id: u64 = report.task_id();
+    /// # use coro_executor::trace::{Frame, attach_owned, current_task_id};
+    /// # use std::time::Duration;
+    /// # fn stall() -> (coro_executor::StallReport, u64) {
+    /// #     let (tx, rx) = std::sync::mpsc::channel();
+    /// #     let pool = coro_executor::ThreadPool::builder()
+    /// #         .worker_threads(1)
+    /// #         .stall_threshold(Duration::from_millis(20))
+    /// #         .on_stall(move |report| tx.send(report.clone()).unwrap())
+    /// #         .build()
+    /// #         .unwrap();
+    /// #     let load = pool.spawn(async {
+    /// #         attach_owned(&Frame::new("load", std::panic::Location::caller()));
+    /// #         std::thread::sleep(Duration::from_millis(200));
+    /// #         current_task_id().unwrap()
+    /// #     });
+    /// #     let id = futures::executor::block_on(load).unwrap();
+    /// #     (rx.recv_timeout(Duration::from_secs(5)).unwrap(), id)
     /// # }
+    /// // `stall()` runs a task named `load` whose poll blocks its pool's only worker
+    /// // (`coro-worker-0`) for 200 ms, past a threshold of 20 ms: its report, and the task's id.
+    /// let (report, load) = stall();
+    /// assert_eq!(report.task_id(), load);
     /// ```
     pub fn task_id(&self) -> u64 {
         self.task.id()
@@ -90,9 +109,28 @@ impl StallReport {
     /// a trace cell.
     ///
     /// ```
-    /// # fn check(report: &coro_executor::StallReport) {
-    /// println!("{} is stuck", report.task_name());
+    /// # use coro_executor::trace::{Frame, attach_owned, current_task_id};
+    /// # use std::time::Duration;
+    /// # fn stall() -> (coro_executor::StallReport, u64) {
+    /// #     let (tx, rx) = std::sync::mpsc::channel();
+    /// #     let pool = coro_executor::ThreadPool::builder()
+    /// #         .worker_threads(1)
+    /// #         .stall_threshold(Duration::from_millis(20))
+    /// #         .on_stall(move |report| tx.send(report.clone()).unwrap())
+    /// #         .build()
+    /// #         .unwrap();
+    /// #     let load = pool.spawn(async {
+    /// #         attach_owned(&Frame::new("load", std::panic::Location::caller()));
+    /// #         std::thread::sleep(Duration::from_millis(200));
+    /// #         current_task_id().unwrap()
+    /// #     });
+    /// #     let id = futures::executor::block_on(load).unwrap();
+    /// #     (rx.recv_timeout(Duration::from_secs(5)).unwrap(), id)
     /// # }
+    /// // `stall()` runs a task named `load` whose poll blocks its pool's only worker
+    /// // (`coro-worker-0`) for 200 ms, past a threshold of 20 ms: its report, and the task's id.
+    /// let (report, _) = stall();
+    /// assert_eq!(report.task_name(), "load");
     /// ```
     pub fn task_name(&self) -> &str {
         self.task.name()
@@ -102,11 +140,30 @@ impl StallReport {
     /// docs); empty for an untraced task.
     ///
     /// ```
-    /// # fn check(report: &coro_executor::StallReport) {
-    /// for frame in report.stack() {
-    ///     println!("  at {frame}");
-    /// }
+    /// # use coro_executor::trace::{Frame, attach_owned, current_task_id};
+    /// # use std::time::Duration;
+    /// # fn stall() -> (coro_executor::StallReport, u64) {
+    /// #     let (tx, rx) = std::sync::mpsc::channel();
+    /// #     let pool = coro_executor::ThreadPool::builder()
+    /// #         .worker_threads(1)
+    /// #         .stall_threshold(Duration::from_millis(20))
+    /// #         .on_stall(move |report| tx.send(report.clone()).unwrap())
+    /// #         .build()
+    /// #         .unwrap();
+    /// #     let load = pool.spawn(async {
+    /// #         attach_owned(&Frame::new("load", std::panic::Location::caller()));
+    /// #         std::thread::sleep(Duration::from_millis(200));
+    /// #         current_task_id().unwrap()
+    /// #     });
+    /// #     let id = futures::executor::block_on(load).unwrap();
+    /// #     (rx.recv_timeout(Duration::from_secs(5)).unwrap(), id)
     /// # }
+    /// // `stall()` runs a task named `load` whose poll blocks its pool's only worker
+    /// // (`coro-worker-0`) for 200 ms, past a threshold of 20 ms: its report, and the task's id.
+    /// let (report, _) = stall();
+    /// // Stuck in its first poll: only its root frame.
+    /// let names: Vec<&str> = report.stack().iter().map(|frame| frame.name()).collect();
+    /// assert_eq!(names, ["load"]);
     /// ```
     pub fn stack(&self) -> &[Frame] {
         self.task.frames()
@@ -116,9 +173,28 @@ impl StallReport {
     /// monitor to within its look period.
     ///
     /// ```
-    /// # fn check(report: &coro_executor::StallReport) {
-    /// assert!(report.elapsed() > std::time::Duration::ZERO);
+    /// # use coro_executor::trace::{Frame, attach_owned, current_task_id};
+    /// # use std::time::Duration;
+    /// # fn stall() -> (coro_executor::StallReport, u64) {
+    /// #     let (tx, rx) = std::sync::mpsc::channel();
+    /// #     let pool = coro_executor::ThreadPool::builder()
+    /// #         .worker_threads(1)
+    /// #         .stall_threshold(Duration::from_millis(20))
+    /// #         .on_stall(move |report| tx.send(report.clone()).unwrap())
+    /// #         .build()
+    /// #         .unwrap();
+    /// #     let load = pool.spawn(async {
+    /// #         attach_owned(&Frame::new("load", std::panic::Location::caller()));
+    /// #         std::thread::sleep(Duration::from_millis(200));
+    /// #         current_task_id().unwrap()
+    /// #     });
+    /// #     let id = futures::executor::block_on(load).unwrap();
+    /// #     (rx.recv_timeout(Duration::from_secs(5)).unwrap(), id)
     /// # }
+    /// // `stall()` runs a task named `load` whose poll blocks its pool's only worker
+    /// // (`coro-worker-0`) for 200 ms, past a threshold of 20 ms: its report, and the task's id.
+    /// let (report, _) = stall();
+    /// assert!(report.elapsed() >= Duration::from_millis(20));
     /// ```
     pub fn elapsed(&self) -> Duration {
         self.elapsed
@@ -128,9 +204,28 @@ impl StallReport {
     /// its handoff helpers.
     ///
     /// ```
-    /// # fn check(report: &coro_executor::StallReport) {
-    /// let worker: usize = report.worker();
+    /// # use coro_executor::trace::{Frame, attach_owned, current_task_id};
+    /// # use std::time::Duration;
+    /// # fn stall() -> (coro_executor::StallReport, u64) {
+    /// #     let (tx, rx) = std::sync::mpsc::channel();
+    /// #     let pool = coro_executor::ThreadPool::builder()
+    /// #         .worker_threads(1)
+    /// #         .stall_threshold(Duration::from_millis(20))
+    /// #         .on_stall(move |report| tx.send(report.clone()).unwrap())
+    /// #         .build()
+    /// #         .unwrap();
+    /// #     let load = pool.spawn(async {
+    /// #         attach_owned(&Frame::new("load", std::panic::Location::caller()));
+    /// #         std::thread::sleep(Duration::from_millis(200));
+    /// #         current_task_id().unwrap()
+    /// #     });
+    /// #     let id = futures::executor::block_on(load).unwrap();
+    /// #     (rx.recv_timeout(Duration::from_secs(5)).unwrap(), id)
     /// # }
+    /// // `stall()` runs a task named `load` whose poll blocks its pool's only worker
+    /// // (`coro-worker-0`) for 200 ms, past a threshold of 20 ms: its report, and the task's id.
+    /// let (report, _) = stall();
+    /// assert_eq!(report.worker(), 0);
     /// ```
     pub fn worker(&self) -> usize {
         self.worker
@@ -139,9 +234,28 @@ impl StallReport {
     /// The name of the thread running the poll (`{thread_name}-{index}` for a worker).
     ///
     /// ```
-    /// # fn check(report: &coro_executor::StallReport) {
-    /// println!("{:?}", report.thread_name());
+    /// # use coro_executor::trace::{Frame, attach_owned, current_task_id};
+    /// # use std::time::Duration;
+    /// # fn stall() -> (coro_executor::StallReport, u64) {
+    /// #     let (tx, rx) = std::sync::mpsc::channel();
+    /// #     let pool = coro_executor::ThreadPool::builder()
+    /// #         .worker_threads(1)
+    /// #         .stall_threshold(Duration::from_millis(20))
+    /// #         .on_stall(move |report| tx.send(report.clone()).unwrap())
+    /// #         .build()
+    /// #         .unwrap();
+    /// #     let load = pool.spawn(async {
+    /// #         attach_owned(&Frame::new("load", std::panic::Location::caller()));
+    /// #         std::thread::sleep(Duration::from_millis(200));
+    /// #         current_task_id().unwrap()
+    /// #     });
+    /// #     let id = futures::executor::block_on(load).unwrap();
+    /// #     (rx.recv_timeout(Duration::from_secs(5)).unwrap(), id)
     /// # }
+    /// // `stall()` runs a task named `load` whose poll blocks its pool's only worker
+    /// // (`coro-worker-0`) for 200 ms, past a threshold of 20 ms: its report, and the task's id.
+    /// let (report, _) = stall();
+    /// assert_eq!(report.thread_name(), Some("coro-worker-0"));
     /// ```
     pub fn thread_name(&self) -> Option<&str> {
         self.thread.as_deref()

@@ -54,11 +54,27 @@ pub(crate) const UNKNOWN: usize = 0;
 /// by a layer above. Reached through [`Runnable::metadata`](async_task::Runnable::metadata).
 ///
 /// ```
-/// let ex = coro_executor::ManualExecutor::new();
-/// let join = ex.handle().spawn(async {});
-/// assert_eq!(ex.pending(), 1);
-/// ex.run_until_idle();
-/// # drop(join);
+/// use coro_executor::trace::{TaskState, current_task_id};
+/// use coro_executor::{Executor, ExecutorHandle, Runnable};
+/// use std::sync::{Mutex, mpsc};
+///
+/// /// Sends each runnable it is given to a channel.
+/// struct Channel(Mutex<mpsc::Sender<Runnable>>);
+///
+/// impl Executor for Channel {
+///     fn schedule(&self, runnable: Runnable) {
+///         self.0.lock().unwrap().send(runnable).unwrap();
+///     }
+/// }
+///
+/// let (tx, rx) = mpsc::channel();
+/// let join = ExecutorHandle::new(Channel(Mutex::new(tx))).spawn(async { current_task_id() });
+/// let runnable = rx.recv().unwrap();
+/// let header = runnable.metadata();
+/// assert_eq!(header.state(), TaskState::Scheduled);
+/// let id = header.id();
+/// runnable.run();
+/// assert_eq!(futures::executor::block_on(join).unwrap(), Some(id));
 /// ```
 pub struct TaskHeader {
     id: u64,
@@ -116,8 +132,22 @@ impl TaskHeader {
     /// The task's id.
     ///
     /// ```
-    /// # let pool = coro_executor::ThreadPool::new(1).unwrap();
-    /// # drop(pool);
+    /// # use coro_executor::{Executor, ExecutorHandle, Runnable};
+    /// # use std::sync::{Mutex, mpsc};
+    /// # struct Channel(Mutex<mpsc::Sender<Runnable>>);
+    /// # impl Executor for Channel {
+    /// #     fn schedule(&self, runnable: Runnable) {
+    /// #         self.0.lock().unwrap().send(runnable).unwrap();
+    /// #     }
+    /// # }
+    /// # let (tx, rx) = mpsc::channel();
+    /// # let handle = ExecutorHandle::new(Channel(Mutex::new(tx)));
+    /// // `handle`'s executor sends each runnable it is given to `rx`.
+    /// let join = handle.spawn(async { coro_executor::trace::current_task_id() });
+    /// let runnable = rx.recv().unwrap();
+    /// let id = runnable.metadata().id();
+    /// runnable.run();
+    /// assert_eq!(futures::executor::block_on(join).unwrap(), Some(id));
     /// ```
     #[inline]
     pub fn id(&self) -> u64 {
@@ -127,8 +157,23 @@ impl TaskHeader {
     /// The task's state right now.
     ///
     /// ```
-    /// # let pool = coro_executor::ThreadPool::new(1).unwrap();
-    /// # drop(pool);
+    /// # use coro_executor::{Executor, ExecutorHandle, Runnable};
+    /// # use std::sync::{Mutex, mpsc};
+    /// # struct Channel(Mutex<mpsc::Sender<Runnable>>);
+    /// # impl Executor for Channel {
+    /// #     fn schedule(&self, runnable: Runnable) {
+    /// #         self.0.lock().unwrap().send(runnable).unwrap();
+    /// #     }
+    /// # }
+    /// # let (tx, rx) = mpsc::channel();
+    /// # let handle = ExecutorHandle::new(Channel(Mutex::new(tx)));
+    /// // `handle`'s executor sends each runnable it is given to `rx`.
+    /// let join = handle.spawn(async {});
+    /// let runnable = rx.recv().unwrap();
+    /// // Queued on its executor, not run yet.
+    /// assert_eq!(runnable.metadata().state(), coro_executor::trace::TaskState::Scheduled);
+    /// runnable.run();
+    /// assert!(join.is_finished());
     /// ```
     pub fn state(&self) -> TaskState {
         match self.state.load(Relaxed) & STATE {

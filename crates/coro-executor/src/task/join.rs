@@ -133,8 +133,14 @@ impl<T> JoinHandle<T> {
     /// use coro_executor::ThreadPool;
     ///
     /// let pool = ThreadPool::new(1).unwrap();
-    /// let handle = pool.spawn(std::future::pending::<()>());
+    /// let (tx, rx) = futures::channel::oneshot::channel::<()>();
+    /// let handle = pool.spawn(async move {
+    ///     let _tx = tx;
+    ///     std::future::pending::<()>().await
+    /// });
     /// handle.cancel();
+    /// // The future was dropped, and the sender it held with it.
+    /// assert!(futures::executor::block_on(rx).is_err());
     /// ```
     pub fn cancel(mut self) {
         // Dropping an async-task handle without detaching it cancels the task.
@@ -148,7 +154,9 @@ impl<T> JoinHandle<T> {
     /// use coro_executor::ThreadPool;
     ///
     /// let pool = ThreadPool::new(1).unwrap();
-    /// pool.spawn(async { println!("fire and forget") }).detach();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.spawn(async move { tx.send("fire and forget").unwrap() }).detach();
+    /// assert_eq!(rx.recv().unwrap(), "fire and forget"); // it ran without its handle
     /// ```
     pub fn detach(mut self) {
         if let Some(task) = self.task.take() {

@@ -48,8 +48,24 @@ impl TraceCell {
     /// at 1, so `Some(0)` means no parent, as `None` does.
     ///
     /// ```
-    /// let cell = coro_executor::trace::TraceCell::with_parent(Some(7));
-    /// # drop(cell);
+    /// # use coro_executor::trace::{Frame, TaskSnapshot, TraceCell};
+    /// # use coro_executor::trace::{attach, current_task_id, snapshot_tasks};
+    /// # fn snapshot_with(cell: TraceCell) -> TaskSnapshot {
+    /// #     let traced = Box::new((cell, Frame::new("task", std::panic::Location::caller())));
+    /// #     let ex = coro_executor::ManualExecutor::new();
+    /// #     let join = ex.handle().spawn(std::future::poll_fn(move |_| {
+    /// #         // SAFETY: the closure owns the box until the future is dropped; it never moves.
+    /// #         unsafe { attach(&traced.0, &traced.1) };
+    /// #         let me = current_task_id();
+    /// #         let task = snapshot_tasks().into_iter().find(|t| Some(t.id()) == me).unwrap();
+    /// #         std::task::Poll::Ready(task)
+    /// #     }));
+    /// #     ex.run_until_idle();
+    /// #     futures::executor::block_on(join).unwrap()
+    /// # }
+    /// // `snapshot_with` runs a task that attaches the cell, and returns the task's snapshot.
+    /// assert_eq!(snapshot_with(TraceCell::with_parent(Some(7))).parent_id(), Some(7));
+    /// assert_eq!(snapshot_with(TraceCell::with_parent(Some(0))).parent_id(), None);
     /// ```
     #[inline]
     pub fn with_parent(parent: Option<u64>) -> Self {
@@ -65,8 +81,25 @@ impl TraceCell {
     /// into its parent's ([`TaskSnapshot::awaited_by_parent`]).
     ///
     /// ```
-    /// let cell = coro_executor::trace::TraceCell::awaited_by(Some(7));
-    /// # drop(cell);
+    /// # use coro_executor::trace::{Frame, TaskSnapshot, TraceCell};
+    /// # use coro_executor::trace::{attach, current_task_id, snapshot_tasks};
+    /// # fn snapshot_with(cell: TraceCell) -> TaskSnapshot {
+    /// #     let traced = Box::new((cell, Frame::new("task", std::panic::Location::caller())));
+    /// #     let ex = coro_executor::ManualExecutor::new();
+    /// #     let join = ex.handle().spawn(std::future::poll_fn(move |_| {
+    /// #         // SAFETY: the closure owns the box until the future is dropped; it never moves.
+    /// #         unsafe { attach(&traced.0, &traced.1) };
+    /// #         let me = current_task_id();
+    /// #         let task = snapshot_tasks().into_iter().find(|t| Some(t.id()) == me).unwrap();
+    /// #         std::task::Poll::Ready(task)
+    /// #     }));
+    /// #     ex.run_until_idle();
+    /// #     futures::executor::block_on(join).unwrap()
+    /// # }
+    /// // `snapshot_with` runs a task that attaches the cell, and returns the task's snapshot.
+    /// let task = snapshot_with(TraceCell::awaited_by(Some(7)));
+    /// assert_eq!(task.parent_id(), Some(7));
+    /// assert!(task.awaited_by_parent());
     /// ```
     #[inline]
     pub fn awaited_by(parent: Option<u64>) -> Self {

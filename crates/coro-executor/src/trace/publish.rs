@@ -240,8 +240,39 @@ fn publish_from(
 /// poll published makes the next poll's publication do so.
 ///
 /// ```
-/// // Outside a task there is no stack to invalidate.
-/// coro_executor::trace::note_relinked();
+/// use coro_executor::trace::{Frame, TraceCell, attach, note_relinked, publish_suspension};
+/// use std::panic::Location;
+/// use std::task::Poll;
+///
+/// let ex = coro_executor::ManualExecutor::new();
+/// let traced = Box::new((TraceCell::new(), Frame::new("relinked", Location::caller())));
+/// let mut polls = 0;
+/// let join = ex.handle().spawn(std::future::poll_fn(move |cx| {
+///     let (cell, root) = &*traced;
+///     if !cell.is_attached() {
+///         // SAFETY: the box is owned by this future until it is dropped, and never moves.
+///         unsafe { attach(cell, root) };
+///     }
+///     polls += 1;
+///     let innermost: *const Frame = root;
+///     if polls == 1 {
+///         let frames = || vec![Frame::new("a", Location::caller())];
+///         publish_suspension(innermost.cast(), false, || 1, frames);
+///         cx.waker().wake_by_ref();
+///     } else {
+///         // The same innermost frame, under another awaiter: without this, the stack
+///         // published at the first poll would be taken as unchanged.
+///         note_relinked();
+///         let frames = || vec![Frame::new("b", Location::caller())];
+///         publish_suspension(innermost.cast(), false, || 2, frames);
+///     }
+///     Poll::<()>::Pending
+/// }));
+/// assert_eq!(ex.run_until_idle(), 2);
+/// let tasks = coro_executor::trace::snapshot_tasks();
+/// let task = tasks.iter().find(|t| t.name() == "relinked").unwrap();
+/// assert_eq!(task.frames()[0].name(), "b");
+/// join.cancel();
 /// ```
 #[inline]
 pub fn note_relinked() {

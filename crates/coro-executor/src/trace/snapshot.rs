@@ -6,9 +6,16 @@ use super::*;
 /// A copy of what is known about one live task; from [`snapshot_tasks`].
 ///
 /// ```
-/// for task in coro_executor::trace::snapshot_tasks() {
-///     println!("{} {} {}", task.id(), task.name(), task.state());
-/// }
+/// use coro_executor::trace::{TaskState, current_task_id, snapshot_tasks};
+///
+/// let pool = coro_executor::ThreadPool::new(1).unwrap();
+/// let me = futures::executor::block_on(pool.spawn(async {
+///     let id = current_task_id().unwrap();
+///     snapshot_tasks().into_iter().find(|t| t.id() == id).unwrap()
+/// }))
+/// .unwrap();
+/// // Read while it ran; spawned without a trace cell, so it has no name of its own.
+/// assert_eq!((me.state(), me.name()), (TaskState::Running, "<untraced>"));
 /// ```
 #[derive(Clone, Debug)]
 pub struct TaskSnapshot {
@@ -23,8 +30,15 @@ impl TaskSnapshot {
     /// The task's id, unique for the life of the process.
     ///
     /// ```
-    /// let ids: Vec<u64> = coro_executor::trace::snapshot_tasks().iter().map(|t| t.id()).collect();
-    /// # drop(ids);
+    /// use coro_executor::trace::{current_task_id, snapshot_tasks};
+    ///
+    /// let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// let (me, ids) = futures::executor::block_on(pool.spawn(async {
+    ///     let ids: Vec<u64> = snapshot_tasks().iter().map(|t| t.id()).collect();
+    ///     (current_task_id().unwrap(), ids)
+    /// }))
+    /// .unwrap();
+    /// assert_eq!(ids.iter().filter(|&&id| id == me).count(), 1);
     /// ```
     pub fn id(&self) -> u64 {
         self.id
@@ -34,8 +48,25 @@ impl TaskSnapshot {
     /// carries a trace cell.
     ///
     /// ```
-    /// let parents: Vec<Option<u64>> = coro_executor::trace::snapshot_tasks().iter().map(|t| t.parent_id()).collect();
-    /// # drop(parents);
+    /// # use coro_executor::trace::{Frame, TaskSnapshot, TraceCell};
+    /// # use coro_executor::trace::{attach, current_task_id, snapshot_tasks};
+    /// # fn snapshot_with(cell: TraceCell) -> TaskSnapshot {
+    /// #     let traced = Box::new((cell, Frame::new("task", std::panic::Location::caller())));
+    /// #     let ex = coro_executor::ManualExecutor::new();
+    /// #     let join = ex.handle().spawn(std::future::poll_fn(move |_| {
+    /// #         // SAFETY: the closure owns the box until the future is dropped; it never moves.
+    /// #         unsafe { attach(&traced.0, &traced.1) };
+    /// #         let me = current_task_id();
+    /// #         let task = snapshot_tasks().into_iter().find(|t| Some(t.id()) == me).unwrap();
+    /// #         std::task::Poll::Ready(task)
+    /// #     }));
+    /// #     ex.run_until_idle();
+    /// #     futures::executor::block_on(join).unwrap()
+    /// # }
+    /// // `snapshot_with` runs a task that attaches the cell, and returns the task's snapshot.
+    /// assert_eq!(snapshot_with(TraceCell::with_parent(Some(7))).parent_id(), Some(7));
+    /// // Made outside any task: no parent.
+    /// assert_eq!(snapshot_with(TraceCell::new()).parent_id(), None);
     /// ```
     pub fn parent_id(&self) -> Option<u64> {
         self.parent.map(|parent| parent & !AWAITED_BY_PARENT)
@@ -46,8 +77,24 @@ impl TaskSnapshot {
     /// parent's.
     ///
     /// ```
-    /// let awaited = coro_executor::trace::snapshot_tasks().iter().filter(|t| t.awaited_by_parent()).count();
-    /// # drop(awaited);
+    /// # use coro_executor::trace::{Frame, TaskSnapshot, TraceCell};
+    /// # use coro_executor::trace::{attach, current_task_id, snapshot_tasks};
+    /// # fn snapshot_with(cell: TraceCell) -> TaskSnapshot {
+    /// #     let traced = Box::new((cell, Frame::new("task", std::panic::Location::caller())));
+    /// #     let ex = coro_executor::ManualExecutor::new();
+    /// #     let join = ex.handle().spawn(std::future::poll_fn(move |_| {
+    /// #         // SAFETY: the closure owns the box until the future is dropped; it never moves.
+    /// #         unsafe { attach(&traced.0, &traced.1) };
+    /// #         let me = current_task_id();
+    /// #         let task = snapshot_tasks().into_iter().find(|t| Some(t.id()) == me).unwrap();
+    /// #         std::task::Poll::Ready(task)
+    /// #     }));
+    /// #     ex.run_until_idle();
+    /// #     futures::executor::block_on(join).unwrap()
+    /// # }
+    /// // `snapshot_with` runs a task that attaches the cell, and returns the task's snapshot.
+    /// assert!(snapshot_with(TraceCell::awaited_by(Some(7))).awaited_by_parent());
+    /// assert!(!snapshot_with(TraceCell::with_parent(Some(7))).awaited_by_parent());
     /// ```
     pub fn awaited_by_parent(&self) -> bool {
         self.parent
@@ -58,9 +105,27 @@ impl TaskSnapshot {
     /// awaited task's stack into its awaiter's. Not for general use.
     ///
     /// ```
-    /// # for mut task in coro_executor::trace::snapshot_tasks() {
-    /// task.continue_into(&[]);
+    /// # use coro_executor::trace::{Frame, TaskSnapshot, TraceCell};
+    /// # use coro_executor::trace::{attach, current_task_id, snapshot_tasks};
+    /// # fn snapshot_with(cell: TraceCell) -> TaskSnapshot {
+    /// #     let traced = Box::new((cell, Frame::new("task", std::panic::Location::caller())));
+    /// #     let ex = coro_executor::ManualExecutor::new();
+    /// #     let join = ex.handle().spawn(std::future::poll_fn(move |_| {
+    /// #         // SAFETY: the closure owns the box until the future is dropped; it never moves.
+    /// #         unsafe { attach(&traced.0, &traced.1) };
+    /// #         let me = current_task_id();
+    /// #         let task = snapshot_tasks().into_iter().find(|t| Some(t.id()) == me).unwrap();
+    /// #         std::task::Poll::Ready(task)
+    /// #     }));
+    /// #     ex.run_until_idle();
+    /// #     futures::executor::block_on(join).unwrap()
     /// # }
+    /// // `snapshot_with` runs a task that attaches the cell, and returns the task's snapshot.
+    /// let mut task = snapshot_with(TraceCell::new()); // its stack: its root frame, "task"
+    /// let awaiter = Frame::new("awaiter", std::panic::Location::caller());
+    /// task.continue_into(std::slice::from_ref(&awaiter));
+    /// let names: Vec<&str> = task.frames().iter().map(Frame::name).collect();
+    /// assert_eq!(names, ["task", "awaiter"]);
     /// ```
     #[doc(hidden)]
     pub fn continue_into(&mut self, frames: &[Frame]) {
@@ -70,8 +135,17 @@ impl TaskSnapshot {
     /// Running, scheduled or suspended.
     ///
     /// ```
-    /// let states: Vec<_> = coro_executor::trace::snapshot_tasks().iter().map(|t| t.state()).collect();
-    /// # drop(states);
+    /// use coro_executor::trace::{Frame, TaskState, attach_owned, snapshot_tasks};
+    ///
+    /// let ex = coro_executor::ManualExecutor::new();
+    /// let join = ex.handle().spawn(async {
+    ///     attach_owned(&Frame::new("sleeper", std::panic::Location::caller()));
+    ///     std::future::pending::<()>().await
+    /// });
+    /// ex.run_until_idle(); // polled once: it waits for a wake-up that never comes
+    /// let sleeper = snapshot_tasks().into_iter().find(|t| t.name() == "sleeper").unwrap();
+    /// assert_eq!(sleeper.state(), TaskState::Suspended);
+    /// join.cancel();
     /// ```
     pub fn state(&self) -> TaskState {
         self.state
@@ -81,8 +155,21 @@ impl TaskSnapshot {
     /// `<untraced>` for a future spawned without a trace cell.
     ///
     /// ```
-    /// let names: Vec<String> = coro_executor::trace::snapshot_tasks().iter().map(|t| t.name().to_owned()).collect();
-    /// # drop(names);
+    /// use coro_executor::trace::{Frame, attach_owned, current_task_id, snapshot_tasks};
+    ///
+    /// // The name of the task calling it, from a snapshot.
+    /// let own_name = || {
+    ///     let me = current_task_id();
+    ///     snapshot_tasks().into_iter().find(|t| Some(t.id()) == me).unwrap().name().to_owned()
+    /// };
+    /// let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// let untraced = pool.spawn(async move { own_name() });
+    /// let named = pool.spawn(async move {
+    ///     attach_owned(&Frame::new("loader", std::panic::Location::caller()));
+    ///     own_name()
+    /// });
+    /// assert_eq!(futures::executor::block_on(untraced).unwrap(), "<untraced>");
+    /// assert_eq!(futures::executor::block_on(named).unwrap(), "loader");
     /// ```
     pub fn name(&self) -> &str {
         match &self.name {
@@ -95,8 +182,19 @@ impl TaskSnapshot {
     /// The stack where the task last suspended, innermost frame first (empty if it never did).
     ///
     /// ```
-    /// let depth: usize = coro_executor::trace::snapshot_tasks().iter().map(|t| t.frames().len()).sum();
-    /// # drop(depth);
+    /// use coro_executor::trace::{Frame, attach_owned, snapshot_tasks};
+    ///
+    /// let ex = coro_executor::ManualExecutor::new();
+    /// let join = ex.handle().spawn(async {
+    ///     attach_owned(&Frame::new("waiter", std::panic::Location::caller()));
+    ///     std::future::pending::<()>().await
+    /// });
+    /// ex.run_until_idle();
+    /// let waiter = snapshot_tasks().into_iter().find(|t| t.name() == "waiter").unwrap();
+    /// // It waits in its root frame, with nothing inside it.
+    /// let names: Vec<&str> = waiter.frames().iter().map(Frame::name).collect();
+    /// assert_eq!(names, ["waiter"]);
+    /// join.cancel();
     /// ```
     pub fn frames(&self) -> &[Frame] {
         &self.frames

@@ -31,10 +31,13 @@ impl CancellationToken {
 /// Cancel-safe: dropping it removes its registration.
 ///
 /// ```
+/// use futures::FutureExt;
+///
 /// let source = coro::cancel::CancellationSource::new();
-/// let wait = source.token().cancelled();
+/// let mut wait = source.token().cancelled();
+/// assert_eq!((&mut wait).now_or_never(), None); // not cancelled yet
 /// source.request_cancellation();
-/// futures::executor::block_on(wait);
+/// assert_eq!(wait.now_or_never(), Some(()));
 /// ```
 #[must_use = "futures do nothing unless awaited"]
 pub struct WaitForCancellation {

@@ -118,9 +118,15 @@ impl TryFrom<std::net::TcpListener> for TcpListener {
 /// The stream returned by [`TcpListener::incoming`].
 ///
 /// ```
+/// use futures::StreamExt;
+///
 /// # coro::block_wait(async {
 /// let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-/// let _incoming: coro::net::Incoming<'_> = listener.incoming();
+/// let client = coro::spawn(coro::net::TcpStream::connect(listener.local_addr().unwrap()));
+/// let mut incoming: coro::net::Incoming<'_> = listener.incoming();
+/// let accepted = incoming.next().await.unwrap().unwrap();
+/// let client = client.await.unwrap().unwrap();
+/// assert_eq!(accepted.peer_addr().unwrap(), client.local_addr().unwrap());
 /// # });
 /// ```
 #[derive(Debug)]

@@ -133,8 +133,16 @@ impl UnixStream {
     /// A connected pair of streams.
     ///
     /// ```
-    /// let (a, b) = coro::net::UnixStream::pair().unwrap();
-    /// drop((a, b));
+    /// use futures::{AsyncReadExt, AsyncWriteExt};
+    ///
+    /// # coro::block_wait(async {
+    /// let (mut a, mut b) = coro::net::UnixStream::pair().unwrap();
+    /// b.write_all(b"bye").await.unwrap();
+    /// drop(b);
+    /// let mut got = String::new();
+    /// a.read_to_string(&mut got).await.unwrap(); // to the end of the stream: `b` is gone
+    /// assert_eq!(got, "bye");
+    /// # });
     /// ```
     pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
         let (a, b) = std::os::unix::net::UnixStream::pair()?;

@@ -70,9 +70,12 @@ impl Baton {
     /// [`reset`](Self::reset).
     ///
     /// ```
+    /// use futures::FutureExt;
+    ///
     /// let baton = coro::sync::Baton::new();
+    /// assert_eq!(baton.wait().now_or_never(), None); // not posted: it would wait
     /// baton.post();
-    /// coro::block_wait(baton.wait()); // does not wait
+    /// assert_eq!(baton.wait().now_or_never(), Some(())); // does not wait
     /// ```
     pub fn post(&self) {
         self.posted.store(true, SeqCst);
@@ -87,9 +90,17 @@ impl Baton {
     /// Waits until the baton is posted.
     ///
     /// ```
-    /// let baton = coro::sync::Baton::new();
-    /// baton.post();
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let baton = std::sync::Arc::new(coro::sync::Baton::new());
+    /// let poster = baton.clone();
+    /// let start = Instant::now();
+    /// std::thread::spawn(move || {
+    ///     std::thread::sleep(Duration::from_millis(20));
+    ///     poster.post();
+    /// });
     /// coro::block_wait(async { baton.wait().await });
+    /// assert!(start.elapsed() >= Duration::from_millis(20));
     /// ```
     pub fn wait(&self) -> Wait<'_> {
         Wait {
@@ -139,10 +150,13 @@ impl fmt::Debug for Baton {
 /// The future of [`Baton::wait`]. Dropping it while it waits simply stops waiting.
 ///
 /// ```
+/// use futures::FutureExt;
+///
 /// let baton = coro::sync::Baton::new();
-/// let wait: coro::sync::Wait<'_> = baton.wait();
+/// let mut wait: coro::sync::Wait<'_> = baton.wait();
+/// assert_eq!((&mut wait).now_or_never(), None); // registered, waiting
 /// baton.post();
-/// coro::block_wait(wait);
+/// assert_eq!(wait.now_or_never(), Some(())); // woken: the same future completes
 /// ```
 #[must_use = "futures do nothing unless awaited"]
 pub struct Wait<'a> {

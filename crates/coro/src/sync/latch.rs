@@ -98,10 +98,13 @@ impl Latch {
     /// Waits for the latch to open.
     ///
     /// ```
-    /// # coro::block_wait(async {
-    /// let latch = coro::sync::Latch::new(0);
-    /// latch.wait().await;
-    /// # });
+    /// use futures::FutureExt;
+    ///
+    /// let latch = coro::sync::Latch::new(1);
+    /// let mut wait = latch.wait();
+    /// assert_eq!((&mut wait).now_or_never(), None); // still closed
+    /// latch.count_down();
+    /// assert_eq!(wait.now_or_never(), Some(()));
     /// ```
     pub fn wait(&self) -> Wait<'_> {
         self.open.wait()

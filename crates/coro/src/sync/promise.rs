@@ -228,7 +228,7 @@ impl<T: Clone + Send + Sync> SharedPromise<T> {
     /// assert_eq!(promise.pending(), 1);
     /// promise.set_value(1).unwrap();
     /// assert_eq!(promise.pending(), 0);
-    /// # drop(b);
+    /// assert_eq!(coro::block_wait(b), Ok(1));
     /// ```
     pub fn pending(&self) -> usize {
         match &*self.lock_slot() {
@@ -307,7 +307,7 @@ impl<T> Repr<T> {
 /// let copy = future.clone();
 /// drop(promise);
 /// assert_eq!(coro::block_wait(copy), Err(coro::sync::BrokenPromise));
-/// # drop(future);
+/// assert_eq!(coro::block_wait(future), Err(coro::sync::BrokenPromise));
 /// ```
 #[must_use = "futures do nothing unless awaited"]
 pub struct SharedFuture<T> {

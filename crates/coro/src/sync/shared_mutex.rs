@@ -757,6 +757,8 @@ pub struct WriteGuard<'a, T: ?Sized> {
 /// let guard = lock.try_upgradable_read().unwrap();
 /// let mut writer = guard.try_upgrade().ok().unwrap(); // nobody else reads
 /// *writer = 1;
+/// drop(writer);
+/// assert_eq!(lock.into_inner(), 1);
 /// ```
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct UpgradableReadGuard<'a, T: ?Sized> {

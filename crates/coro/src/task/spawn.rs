@@ -96,7 +96,9 @@ where
 ///
 /// ```
 /// coro::block_wait(async {
-///     coro::yield_now().await;
+///     let other = coro::spawn(async {});
+///     coro::yield_now().await; // `other`, queued before, runs first
+///     assert!(other.is_finished());
 /// });
 /// ```
 pub async fn yield_now() {

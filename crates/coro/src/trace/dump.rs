@@ -28,10 +28,12 @@ impl TaskDump {
     /// The tasks, in no particular order.
     ///
     /// ```
-    /// let dump = coro::trace::dump_all();
-    /// for task in dump.tasks() {
-    ///     println!("{} {:?} {}", task.id(), task.state(), task.name());
-    /// }
+    /// let pool = coro::ThreadPool::new(1).unwrap();
+    /// let dump = coro::block_wait(
+    ///     coro::Task::new(async { coro::trace::dump_all() }).named("dumper").schedule_on(&pool),
+    /// );
+    /// let dumper = dump.tasks().iter().find(|t| t.name() == "dumper").unwrap();
+    /// assert_eq!(dumper.state(), coro::trace::TaskState::Running);
     /// ```
     pub fn tasks(&self) -> &[TaskSnapshot] {
         &self.tasks
@@ -47,8 +49,15 @@ impl TaskDump {
 /// half-written (it shows as running, with the stack of its last suspension).
 ///
 /// ```
-/// let dump = coro::trace::dump_all();
-/// println!("{dump}");
+/// let pool = coro::ThreadPool::new(1).unwrap();
+/// let dump = coro::block_wait(
+///     coro::Task::new(async { coro::trace::dump_all() }).named("request").schedule_on(&pool),
+/// );
+/// let text = dump.to_string();
+/// // 1 live task
+/// // └─ task 1 request [running]
+/// //      at request (src/main.rs:4)
+/// assert!(text.contains(" request [running]\n") && text.contains("  at request ("));
 /// ```
 pub fn dump_all() -> TaskDump {
     let mut tasks = snapshot_tasks();

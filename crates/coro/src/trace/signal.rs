@@ -59,6 +59,7 @@ impl SignalDump {
     ///
     /// ```
     /// let guard = coro::trace::dump_on_signal(coro::trace::DEFAULT_DUMP_SIGNAL)?;
+    /// assert_eq!(guard.signal(), coro::trace::DEFAULT_DUMP_SIGNAL);
     /// println!("kill -{} {} dumps the tasks", guard.signal(), std::process::id());
     /// # Ok::<(), std::io::Error>(())
     /// ```
