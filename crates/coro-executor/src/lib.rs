@@ -49,8 +49,7 @@ mod executor;
 mod inline;
 #[cfg(all(unix, not(any(loom, shuttle))))]
 pub mod io;
-#[doc(hidden)]
-pub mod loom;
+mod loom;
 mod manual;
 mod pool;
 mod task;

@@ -12,19 +12,19 @@
 //! released: each waker puts its task back on the task's own executor (from a worker of this
 //! pool, into that worker's queue), so a task always resumes where it belongs.
 
+use super::poller::{OsPoller, pool_gone};
 use super::source::Source;
-// Plain std: the OS poller cannot run under loom; the models cover the protocol around it
-// (`Parker::park_polling`) with a stand-in.
-use polling::{Events, Poller};
+use polling::Events;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// One pool's poller and the sources registered with it.
 pub(crate) struct IoDriver {
-    poller: Poller,
+    /// The poller, shared with the sources (which arm their interest through it).
+    os: Arc<OsPoller>,
     /// Registered sources by key (the key is the index; freed keys are reused).
     sources: Mutex<Slab>,
     /// The events buffer, held by the one thread waiting in the OS: the poll token.
@@ -34,13 +34,6 @@ pub(crate) struct IoDriver {
     /// When the OS was last polled, in ms after `origin` (for the monitor's check).
     last_poll_ms: AtomicU64,
     origin: Instant,
-    /// The pool shut down: every wait fails from now on.
-    closed: AtomicBool,
-    /// A thread waits in the OS right now.
-    waiting: AtomicBool,
-    /// Gets a parked worker of the pool to come and poll (a socket started waiting while no
-    /// thread waits in the OS).
-    kick: Box<dyn Fn() + Send + Sync>,
 }
 
 #[derive(Default)]
@@ -49,32 +42,21 @@ struct Slab {
     free: Vec<usize>,
 }
 
-/// The error of every wait on a socket whose pool has shut down.
-pub(crate) fn pool_gone() -> io::Error {
-    io::Error::other(
-        "the coro thread pool that drives this socket has shut down; \
-         create sockets inside a pool that outlives them",
-    )
-}
-
 impl IoDriver {
     pub(crate) fn new(kick: Box<dyn Fn() + Send + Sync>) -> io::Result<IoDriver> {
         Ok(IoDriver {
-            waiting: AtomicBool::new(false),
-            kick,
-            poller: Poller::new()?,
+            os: Arc::new(OsPoller::new(kick)?),
             sources: Mutex::new(Slab::default()),
             events: Mutex::new(Events::new()),
             live: AtomicUsize::new(0),
             last_poll_ms: AtomicU64::new(0),
             origin: Instant::now(),
-            closed: AtomicBool::new(false),
         })
     }
 
     /// Registers `fd` (non-blocking, owned by the caller until [`deregister`](Self::deregister)).
     pub(crate) fn register(self: &Arc<Self>, fd: RawFd) -> io::Result<Arc<Source>> {
-        if self.closed.load(Acquire) {
+        if self.os.is_closed() {
             return Err(pool_gone());
         }
         let mut sources = self.sources.lock().unwrap();
@@ -85,10 +67,10 @@ impl IoDriver {
                 sources.entries.len() - 1
             }
         };
-        let source = Arc::new(Source::new(fd, key, self.clone()));
+        let source = Arc::new(Source::new(fd, key, self.os.clone()));
         // SAFETY: the fd stays open while registered: its owner (a `Registration`) deletes it
         // from the poller in its `Drop`, before the socket that owns the fd closes it.
-        if let Err(err) = unsafe { self.poller.add(fd, polling::Event::none(key)) } {
+        if let Err(err) = unsafe { self.os.poller.add(fd, polling::Event::none(key)) } {
             sources.free.push(key);
             return Err(err);
         }
@@ -102,18 +84,11 @@ impl IoDriver {
         // SAFETY: the fd is still open (see `register`).
         let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(source.fd()) };
         // An error means the fd is not registered (any more): nothing to undo.
-        let _ = self.poller.delete(fd);
+        let _ = self.os.poller.delete(fd);
         let mut sources = self.sources.lock().unwrap();
         sources.entries[source.key()] = None;
         sources.free.push(source.key());
         self.live.fetch_sub(1, Relaxed);
-    }
-
-    /// Sets the interest of `fd` (the poller is one-shot: each event disarms it).
-    pub(crate) fn set_interest(&self, fd: RawFd, event: polling::Event) -> io::Result<()> {
-        // SAFETY: as in `deregister`.
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-        self.poller.modify(fd, event)
     }
 
     /// Whether any socket is registered: idle workers poll the OS only then.
@@ -136,24 +111,17 @@ impl IoDriver {
         })
     }
 
-    /// A socket armed its interest: if no thread waits in the OS, get a parked worker to.
-    pub(crate) fn armed(&self) {
-        if !self.waiting.load(SeqCst) {
-            (self.kick)();
-        }
-    }
-
     /// Interrupts the thread waiting in [`PollGuard::wait`], or makes the next wait return at
     /// once.
     pub(crate) fn notify(&self) {
-        if let Err(err) = self.poller.notify() {
+        if let Err(err) = self.os.poller.notify() {
             eprintln!("coro: waking the thread that polls the OS failed: {err}");
         }
     }
 
     /// The pool shut down: fails every registered source's waiters (and future waits).
     pub(crate) fn close(&self) {
-        self.closed.store(true, Release);
+        self.os.close();
         let sources: Vec<Arc<Source>> = {
             let sources = self.sources.lock().unwrap();
             sources.entries.iter().flatten().cloned().collect()
@@ -161,10 +129,6 @@ impl IoDriver {
         for source in sources {
             source.fire(true, true);
         }
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Acquire)
     }
 }
 
@@ -183,9 +147,9 @@ impl PollGuard<'_> {
     pub(crate) fn wait(mut self, timeout: Option<Duration>, on_events: impl FnOnce()) -> usize {
         let driver = self.driver;
         self.events.clear();
-        driver.waiting.store(true, SeqCst);
-        let waited = driver.poller.wait(&mut self.events, timeout);
-        driver.waiting.store(false, SeqCst);
+        driver.os.waiting.store(true, SeqCst);
+        let waited = driver.os.poller.wait(&mut self.events, timeout);
+        driver.os.waiting.store(false, SeqCst);
         driver
             .last_poll_ms
             .store(driver.origin.elapsed().as_millis() as u64, Relaxed);

@@ -2,6 +2,8 @@
 //!
 //! - `driver`: a pool's OS poller (`polling`: epoll, kqueue, event ports), waited on by an idle
 //!   worker in place of sleeping, one at a time; a worker woken for new work interrupts it;
+//! - `poller`: the OS poller a driver shares with its sources, through which they arm their
+//!   interest;
 //! - `source`: one registered fd's readiness per direction;
 //! - `registration`: [`Registration`], the handle async socket types hold (`coro::net` builds
 //!   on it), registered with the current pool's driver.
@@ -11,6 +13,7 @@
 //! crossing threads first.
 
 pub(crate) mod driver;
+mod poller;
 mod registration;
 mod source;
 

@@ -47,6 +47,8 @@ use std::task::{Context, Poll};
 /// ```
 pub struct Registration {
     source: Arc<Source>,
+    /// The driver the source is registered with, which deregisters it on drop.
+    driver: Arc<IoDriver>,
 }
 
 impl Registration {
@@ -61,7 +63,7 @@ impl Registration {
     pub fn new(fd: &impl AsFd) -> io::Result<Registration> {
         let driver = current_io_driver()?;
         let source = driver.register(fd.as_fd().as_raw_fd())?;
-        Ok(Registration { source })
+        Ok(Registration { source, driver })
     }
 
     /// `Ready(Ok(()))` when the fd may have become readable since the last `Ready`: retry the
@@ -98,7 +100,7 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.source.driver.deregister(&self.source);
+        self.driver.deregister(&self.source);
     }
 }
 

@@ -16,7 +16,7 @@
 //! extra `WouldBlock`, never a lost wake-up. All of it sits under the source's own mutex, and
 //! wakers are woken after it is released.
 
-use super::driver::{IoDriver, pool_gone};
+use super::poller::{OsPoller, pool_gone};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
@@ -35,16 +35,17 @@ struct Direction {
 pub(crate) struct Source {
     pub(super) fd: RawFd,
     key: usize,
-    pub(super) driver: Arc<IoDriver>,
+    /// The pool's poller, through which the source arms its interest.
+    os: Arc<OsPoller>,
     directions: Mutex<[Direction; 2]>,
 }
 
 impl Source {
-    pub(crate) fn new(fd: RawFd, key: usize, driver: Arc<IoDriver>) -> Source {
+    pub(crate) fn new(fd: RawFd, key: usize, os: Arc<OsPoller>) -> Source {
         Source {
             fd,
             key,
-            driver,
+            os,
             directions: Mutex::new(Default::default()),
         }
     }
@@ -68,7 +69,7 @@ impl Source {
     /// returned `Ready` for it; else registers the task's waker and arms the poller.
     pub(super) fn poll_ready(&self, dir: usize, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut directions = self.directions.lock().unwrap();
-        if self.driver.is_closed() {
+        if self.os.is_closed() {
             return Poll::Ready(Err(pool_gone()));
         }
         let direction = &mut directions[dir];
@@ -82,12 +83,12 @@ impl Source {
         if !direction.armed {
             direction.armed = true;
             let interest = self.interest(&directions);
-            if let Err(err) = self.driver.set_interest(self.fd, interest) {
+            if let Err(err) = self.os.set_interest(self.fd, interest) {
                 directions[dir].armed = false;
                 return Poll::Ready(Err(err));
             }
             drop(directions);
-            self.driver.armed();
+            self.os.armed();
         }
         Poll::Pending
     }
@@ -106,9 +107,9 @@ impl Source {
                 }
             }
             // The event disarmed the whole fd: re-arm what is still waited for.
-            if (directions[READ].armed || directions[WRITE].armed) && !self.driver.is_closed() {
+            if (directions[READ].armed || directions[WRITE].armed) && !self.os.is_closed() {
                 let interest = self.interest(&directions);
-                if self.driver.set_interest(self.fd, interest).is_err() {
+                if self.os.set_interest(self.fd, interest).is_err() {
                     // Cannot wait any more: let the waiters retry and see the error.
                     for direction in directions.iter_mut() {
                         direction.armed = false;

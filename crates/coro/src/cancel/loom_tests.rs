@@ -15,9 +15,9 @@
 //!   (no lost wake-up), whichever registers first.
 
 use super::{CancellationCallback, CancellationSource};
-use coro_executor::loom::sync::Arc;
-use coro_executor::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use coro_executor::loom::thread;
+use coro_loom::sync::Arc;
+use coro_loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use coro_loom::thread;
 
 #[test]
 fn loom_request_races_register_and_drop() {

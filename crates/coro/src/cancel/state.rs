@@ -10,9 +10,9 @@
 //! A merged token's state has no sources of its own: it is cancelled by callbacks registered on
 //! its inputs, which it owns; whether it can still be cancelled is asked of those inputs.
 
-use coro_executor::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
-use coro_executor::loom::sync::{Condvar, Mutex};
-use coro_executor::loom::thread::{self, ThreadId};
+use coro_loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use coro_loom::sync::{Condvar, Mutex};
+use coro_loom::thread::{self, ThreadId};
 use std::sync::Arc;
 use std::task::Waker;
 

@@ -45,8 +45,8 @@
 use super::handoff::{Handoff, HandoffPtr};
 use crate::sync::waiters::{Key, WaitList, WaiterState, WakeList};
 use concurrent_queue::{ConcurrentQueue, PushError};
-use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::*, fence};
-use coro_executor::loom::sync::{Mutex, MutexGuard};
+use coro_loom::sync::atomic::{AtomicUsize, Ordering::*, fence};
+use coro_loom::sync::{Mutex, MutexGuard};
 use std::collections::VecDeque;
 use std::task::{Poll, Waker};
 

@@ -9,8 +9,8 @@
 //! channel's lock first, under which the mark cannot change, so it knows whether it is still
 //! queued (and leaves the queue) or was granted (and gives the value back).
 
-use coro_executor::loom::UnsafeCell;
-use coro_executor::loom::sync::atomic::{AtomicBool, Ordering::*};
+use coro_loom::UnsafeCell;
+use coro_loom::sync::atomic::{AtomicBool, Ordering::*};
 use std::marker::PhantomPinned;
 
 /// One waiting receive's slot. Lives in the pinned receive future (or, for a receiver used as a

@@ -33,9 +33,9 @@
 //!   a receive: the value is received, or the send fails with it; never sent and lost.
 
 use super::{RecvError, SendError, TryRecvError, bounded, oneshot, unbounded};
-use coro_executor::loom::sync::Arc;
-use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use coro_executor::loom::thread;
+use coro_loom::sync::Arc;
+use coro_loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use coro_loom::thread;
 use loom::future::block_on;
 use std::future::Future;
 use std::pin::pin;

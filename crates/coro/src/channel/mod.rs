@@ -68,7 +68,7 @@ pub use receiver::{Receiver, RecvFuture};
 pub use sender::{SendFuture, Sender};
 
 use chan::Chan;
-use coro_executor::loom::sync::Arc;
+use coro_loom::sync::Arc;
 
 /// A channel buffering up to `cap` values; `cap == 0` makes a rendezvous channel (a send waits
 /// for a receiver to take its value, as Go's unbuffered `chan`).

@@ -4,7 +4,7 @@
 //! an undelivered value dropped only after the mutex is released.
 
 use super::error::{RecvError, TryRecvError};
-use coro_executor::loom::sync::{Arc, Mutex, MutexGuard};
+use coro_loom::sync::{Arc, Mutex, MutexGuard};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;

@@ -4,7 +4,7 @@ use super::chan::{Chan, RecvAttempt};
 use super::error::{RecvError, TryRecvError};
 use super::handoff::Handoff;
 use crate::sync::waiters::Key;
-use coro_executor::loom::sync::Arc;
+use coro_loom::sync::Arc;
 use futures_core::Stream;
 use pin_project::{pin_project, pinned_drop};
 use std::fmt;

@@ -3,7 +3,7 @@
 use super::chan::{Chan, SendAttempt};
 use super::error::{SendError, TrySendError};
 use crate::sync::waiters::Key;
-use coro_executor::loom::sync::Arc;
+use coro_loom::sync::Arc;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;

@@ -6,7 +6,7 @@
 //! is over, however late it is polled.
 
 use super::wakers::WakerSlab;
-use coro_executor::loom::sync::{Mutex, MutexGuard};
+use coro_loom::sync::{Mutex, MutexGuard};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;

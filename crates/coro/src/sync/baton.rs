@@ -5,8 +5,8 @@
 //! `reset` came before it was polled again.
 
 use super::wakers::WakerSlab;
-use coro_executor::loom::sync::atomic::{AtomicBool, Ordering::*};
-use coro_executor::loom::sync::{Mutex, MutexGuard};
+use coro_loom::sync::atomic::{AtomicBool, Ordering::*};
+use coro_loom::sync::{Mutex, MutexGuard};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;

@@ -3,7 +3,7 @@
 
 use super::Baton;
 use super::baton::Wait;
-use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::*};
+use coro_loom::sync::atomic::{AtomicUsize, Ordering::*};
 use std::fmt;
 
 /// A single-use countdown: [`wait`](Latch::wait) completes once [`count_down`](Latch::count_down)

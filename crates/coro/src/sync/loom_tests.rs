@@ -59,9 +59,9 @@ use super::{
     Barrier, Baton, BrokenPromise, Latch, Semaphore, SemaphorePermit, SharedMutexFair,
     SharedPromise,
 };
-use coro_executor::loom::sync::Arc;
-use coro_executor::loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use coro_executor::loom::thread;
+use coro_loom::sync::Arc;
+use coro_loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use coro_loom::thread;
 use loom::future::block_on;
 use std::future::Future;
 use std::pin::pin;

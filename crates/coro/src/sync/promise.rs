@@ -13,9 +13,9 @@
 
 use super::wakers::WakerSlab;
 use super::{BrokenPromise, PromiseAlreadySatisfied};
-use coro_executor::loom::UnsafeCell;
-use coro_executor::loom::sync::atomic::{AtomicPtr, AtomicU8, Ordering::*};
-use coro_executor::loom::sync::{Arc, Mutex, MutexGuard};
+use coro_loom::UnsafeCell;
+use coro_loom::sync::atomic::{AtomicPtr, AtomicU8, Ordering::*};
+use coro_loom::sync::{Arc, Mutex, MutexGuard};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -243,7 +243,7 @@ impl<T: Clone + Send + Sync> SharedPromise<T> {
 }
 
 impl<T> SharedPromise<T> {
-    fn lock_slot(&self) -> coro_executor::loom::sync::MutexGuard<'_, Slot<T>> {
+    fn lock_slot(&self) -> coro_loom::sync::MutexGuard<'_, Slot<T>> {
         // The slot is only changed by short sections that cannot leave it half-written; a
         // panicking `T::clone` poisons nothing that matters.
         self.slot.lock().unwrap_or_else(|e| e.into_inner())

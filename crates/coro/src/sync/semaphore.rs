@@ -9,8 +9,8 @@ use super::waiters::{
     Acquired, Grantor, Key, WaitFor, WaitList, WaiterState, WakeList, set_queued,
 };
 use super::wakers::drop_unused;
-use coro_executor::loom::sync::Mutex;
-use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::*};
+use coro_loom::sync::Mutex;
+use coro_loom::sync::atomic::{AtomicUsize, Ordering::*};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -189,7 +189,7 @@ impl Semaphore {
         (permits << SHIFT) | (state & QUEUED)
     }
 
-    fn lock_queue(&self) -> coro_executor::loom::sync::MutexGuard<'_, WaitList<usize>> {
+    fn lock_queue(&self) -> coro_loom::sync::MutexGuard<'_, WaitList<usize>> {
         // Only this file's short sections change the queue; after a poisoning panic (an
         // allocation failure) its contents are still consistent.
         self.queue.lock().unwrap_or_else(|e| e.into_inner())

@@ -23,8 +23,8 @@ use super::waiters::{
     Acquired, Grantor, Key, WaitFor, WaitList, WaiterState, WakeList, set_queued,
 };
 use super::wakers::drop_unused;
-use coro_executor::loom::sync::Mutex;
-use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::*};
+use coro_loom::sync::Mutex;
+use coro_loom::sync::atomic::{AtomicUsize, Ordering::*};
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::future::Future;
@@ -100,7 +100,7 @@ impl RawSharedMutex {
         }
     }
 
-    fn lock_queue(&self) -> coro_executor::loom::sync::MutexGuard<'_, Queue> {
+    fn lock_queue(&self) -> coro_loom::sync::MutexGuard<'_, Queue> {
         // The queue is only changed by this file's short, non-panicking sections; a poisoned
         // lock can only come from an allocation failure, and the data is still consistent.
         self.queue.lock().unwrap_or_else(|e| e.into_inner())

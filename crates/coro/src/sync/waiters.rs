@@ -14,7 +14,7 @@
 //! Why not `event-listener`: a listener has no mode and no notion of "granted", and granting
 //! the right run of waiters *in order* is the whole point of these primitives.
 
-use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::*};
+use coro_loom::sync::atomic::{AtomicUsize, Ordering::*};
 use std::task::{Poll, Waker};
 
 /// "No slot" in the links.

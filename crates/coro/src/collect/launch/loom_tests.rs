@@ -24,10 +24,10 @@
 use super::{Collect, Driven};
 use crate::collect::slot::ChildSlots;
 use crate::task::context::TaskContext;
-use coro_executor::loom::UnsafeCell;
-use coro_executor::loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use coro_executor::loom::thread;
 use coro_executor::trace::Frame;
+use coro_loom::UnsafeCell;
+use coro_loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use coro_loom::thread;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
