@@ -10,7 +10,7 @@ defines: through a `use` path, a `crate::`/`super::`/`self::` path in code, or a
 names it then uses. Paths through a module's `pub use` re-exports resolve to the file that defines
 the item, so a `mod.rs` that only declares and re-exports its children (a map) is not on the way.
 A parent's `mod child;` is not an import. Test-only files (`loom_*.rs`, `*tests.rs`) and
-`#[cfg(test)]` blocks at the end of a file are left out: tests may reach anywhere.
+`#[cfg(...test...)] mod name { .. }` blocks at the end of a file are left out: tests may reach anywhere.
 
 Prints the strongly connected components with more than one file (the circles) and exits 1 if
 there is one, unless every file of it is listed with --allow (a circle argued in a comment).
@@ -37,7 +37,7 @@ def strip(text):
     text = re.sub(r"//[^\n]*", "", text)
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
-    cut = re.search(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{", text)
+    cut = re.search(r"#\[cfg\([^\]]*\btest\b[^\]]*\)\]\s*mod\s+\w+\s*\{", text)
     if cut:
         text = text[: cut.start()]
     return text

@@ -1,8 +1,13 @@
 //! [`ThreadPoolBuilder`] and [`BuildError`].
 
 use super::ThreadPool;
+use super::helpers::Helpers;
+use super::shared::{Options, Remote, Shared};
 use super::stall::{StallConfig, StallHook, StallReport};
+use super::{monitor, queue, worker};
+use crate::blocking::BlockingPool;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Configures and builds a [`ThreadPool`].
@@ -38,7 +43,7 @@ impl Default for ThreadPoolBuilder {
             thread_name: "coro-worker".to_owned(),
             max_blocking_threads: 512,
             blocking_keep_alive: Duration::from_secs(10),
-            handoff_after: super::handoff::DEFAULT_HANDOFF_AFTER,
+            handoff_after: super::helpers::DEFAULT_HANDOFF_AFTER,
             stall_threshold: None,
             on_stall: None,
         }
@@ -304,5 +309,113 @@ impl std::error::Error for BuildError {
             BuildErrorKind::Spawn(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+// The pool's constructors are defined here, beside the builder they go through, so that
+// `mod.rs` (the pool) does not import this file, which builds it.
+impl ThreadPool {
+    /// A pool of `worker_threads` workers with default settings otherwise.
+    ///
+    /// ```
+    /// let err = coro_executor::ThreadPool::new(0).unwrap_err();
+    /// assert!(err.to_string().contains("at least 1 worker"));
+    /// ```
+    pub fn new(worker_threads: usize) -> Result<ThreadPool, BuildError> {
+        Self::builder().worker_threads(worker_threads).build()
+    }
+
+    /// A builder for the other settings (thread names, the blocking pool).
+    ///
+    /// ```
+    /// let pool = coro_executor::ThreadPool::builder().worker_threads(1).build().unwrap();
+    /// assert_eq!(pool.worker_threads(), 1);
+    /// ```
+    pub fn builder() -> ThreadPoolBuilder {
+        ThreadPoolBuilder::new()
+    }
+
+    /// Starts the pool `config` describes: its workers, then its monitor.
+    fn from_builder(config: ThreadPoolBuilder) -> Result<ThreadPool, BuildError> {
+        let workers = match config.worker_threads {
+            Some(0) => {
+                return Err(BuildError {
+                    kind: BuildErrorKind::NoWorkers,
+                });
+            }
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        if workers > 65_534 {
+            return Err(BuildError {
+                kind: BuildErrorKind::TooManyWorkers(workers),
+            });
+        }
+        let stall = config.stall_config()?;
+        if config.max_blocking_threads == 0 {
+            return Err(BuildError {
+                kind: BuildErrorKind::NoBlockingThreads,
+            });
+        }
+        // One queue per worker, then one per spare slot for handoff helpers (as many as workers).
+        let (mut locals, remotes): (Vec<_>, Vec<_>) = (0..2 * workers)
+            .map(|_| {
+                let (local, steal) = queue::local();
+                (local, Remote::new(steal))
+            })
+            .unzip();
+        let spare_locals = locals.split_off(workers);
+        let helpers = Helpers::new(workers, spare_locals, config.thread_name.clone());
+        let blocking = BlockingPool::new(
+            format!("{}-blocking", config.thread_name),
+            config.max_blocking_threads,
+            config.blocking_keep_alive,
+        );
+        let shared = Arc::new(Shared::with_spares(
+            remotes.into_boxed_slice(),
+            workers,
+            helpers,
+            blocking,
+            Options {
+                handoff_after: config.handoff_after,
+                stall,
+                thread_name: config.thread_name.clone(),
+            },
+        ));
+        crate::task::registry::register(&shared.tasks);
+        let mut pool = ThreadPool {
+            shared: shared.clone(),
+            threads: Vec::with_capacity(workers),
+        };
+        for (index, local) in locals.into_iter().enumerate() {
+            let shared = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("{}-{index}", config.thread_name))
+                .spawn(move || worker::run(shared, index, local));
+            match spawned {
+                Ok(thread) => pool.threads.push(thread),
+                // Dropping `pool` shuts down the workers already started.
+                Err(e) => {
+                    return Err(BuildError {
+                        kind: BuildErrorKind::Spawn(e),
+                    });
+                }
+            }
+        }
+        {
+            let shared = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("{}-monitor", config.thread_name))
+                .spawn(move || monitor::run(shared));
+            match spawned {
+                Ok(thread) => pool.threads.push(thread),
+                Err(e) => {
+                    return Err(BuildError {
+                        kind: BuildErrorKind::Spawn(e),
+                    });
+                }
+            }
+        }
+        Ok(pool)
     }
 }

@@ -1,21 +1,25 @@
 //! The work-stealing [`ThreadPool`].
 //!
+//! Bottom to top (each file imports only those above it in this list, and `task/`):
 //! - `queue`: each worker's bounded ring (owner push/pop, others steal half);
-//! - `shared`: what all workers share: the remotes (stealing ends, next slots, parkers, counters),
-//!   the global queue, the idle bookkeeping and the task list;
-//! - `worker`: the worker loop and scheduling from inside a worker;
-//! - `idle`: who searches and who sleeps, and so whom to wake;
-//! - `park`: how a worker sleeps;
-//! - `offer`: work a busy worker makes available to idle ones without spawning it;
-//! - `monitor`: the thread that wakes a parked worker for an offer that stays posted, and
-//!   watches for polls that hold up their worker;
-//! - `handoff`: what it does then: hand the queued work to others, or to a helper thread;
-//! - `stall`: naming the polls that run past a threshold, through a user hook;
-//! - `tasks`: the live-task list that shutdown drains;
-//! - `metrics`, `builder`: the public snapshot and configuration types.
+//! - `park`: how a worker sleeps; `idle`: who searches and who sleeps, and so whom to wake;
+//! - `offer`: a worker's slot for work it makes available to idle ones without spawning it;
+//! - `helpers`: the spare worker slots and their helper threads; `metrics`: the counters and
+//!   their public snapshot; `stall`: the stall report settings and the public `StallReport`;
+//!   `reaper`: dropping tasks woken after shutdown;
+//! - `shared`: what all workers share: the remotes (stealing ends, next slots, parkers, offer
+//!   slots, counters), the global queue, the idle bookkeeping, the task list, the monitor's
+//!   parker;
+//! - `worker`: the worker loop, scheduling from inside a worker, and `offer_while`;
+//! - `spawn`: spawning onto the pool, and the schedule function of its tasks;
+//! - `watch`, `handoff`, `monitor`: the monitor thread (Go's sysmon), which wakes a parked
+//!   worker for an offer that stays posted, hands off the work queued behind a poll that holds
+//!   up its worker, and reports stalls;
+//! - this file: [`ThreadPool`]; `builder`: its configuration and constructors.
 
 mod builder;
 mod handoff;
+mod helpers;
 mod idle;
 #[cfg(all(test, any(loom, shuttle)))]
 mod loom_offer;
@@ -32,7 +36,9 @@ pub(crate) mod park;
 pub(crate) mod queue;
 mod reaper;
 mod shared;
+mod spawn;
 mod stall;
+mod watch;
 mod worker;
 
 pub use builder::{BuildError, ThreadPoolBuilder};
@@ -51,12 +57,11 @@ pub(crate) fn current_timer_driver() -> Option<Arc<crate::time::Driver>> {
 }
 
 pub use metrics::{PoolMetrics, WorkerMetrics};
-pub use offer::{Offer, offer_while};
+pub use offer::Offer;
 pub use stall::StallReport;
+pub use worker::offer_while;
 
-use crate::blocking::BlockingPool;
 use crate::task::JoinHandle;
-use builder::BuildErrorKind;
 use shared::Remote;
 pub(crate) use shared::Shared;
 use std::future::Future;
@@ -83,113 +88,10 @@ pub(crate) use worker::{Placement, current_shared, with_current_shared};
 /// ```
 pub struct ThreadPool {
     pub(crate) shared: Arc<Shared>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    pub(super) threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl ThreadPool {
-    /// A pool of `worker_threads` workers with default settings otherwise.
-    ///
-    /// ```
-    /// let err = coro_executor::ThreadPool::new(0).unwrap_err();
-    /// assert!(err.to_string().contains("at least 1 worker"));
-    /// ```
-    pub fn new(worker_threads: usize) -> Result<ThreadPool, BuildError> {
-        Self::builder().worker_threads(worker_threads).build()
-    }
-
-    /// A builder for the other settings (thread names, the blocking pool).
-    ///
-    /// ```
-    /// let pool = coro_executor::ThreadPool::builder().worker_threads(1).build().unwrap();
-    /// assert_eq!(pool.worker_threads(), 1);
-    /// ```
-    pub fn builder() -> ThreadPoolBuilder {
-        ThreadPoolBuilder::new()
-    }
-
-    pub(crate) fn from_builder(config: ThreadPoolBuilder) -> Result<ThreadPool, BuildError> {
-        let workers = match config.worker_threads {
-            Some(0) => {
-                return Err(BuildError {
-                    kind: BuildErrorKind::NoWorkers,
-                });
-            }
-            Some(n) => n,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        };
-        if workers > 65_534 {
-            return Err(BuildError {
-                kind: BuildErrorKind::TooManyWorkers(workers),
-            });
-        }
-        let stall = config.stall_config()?;
-        if config.max_blocking_threads == 0 {
-            return Err(BuildError {
-                kind: BuildErrorKind::NoBlockingThreads,
-            });
-        }
-        // One queue per worker, then one per spare slot for handoff helpers (as many as workers).
-        let (mut locals, remotes): (Vec<_>, Vec<_>) = (0..2 * workers)
-            .map(|_| {
-                let (local, steal) = queue::local();
-                (local, Remote::new(steal))
-            })
-            .unzip();
-        let spare_locals = locals.split_off(workers);
-        let helpers = handoff::Helpers::new(workers, spare_locals, config.thread_name.clone());
-        let blocking = BlockingPool::new(
-            format!("{}-blocking", config.thread_name),
-            config.max_blocking_threads,
-            config.blocking_keep_alive,
-        );
-        let shared = Arc::new(Shared::with_spares(
-            remotes.into_boxed_slice(),
-            workers,
-            helpers,
-            blocking,
-            shared::Options {
-                handoff_after: config.handoff_after,
-                stall,
-                thread_name: config.thread_name.clone(),
-            },
-        ));
-        crate::task::registry::register(&shared.tasks);
-        let mut pool = ThreadPool {
-            shared: shared.clone(),
-            threads: Vec::with_capacity(workers),
-        };
-        for (index, local) in locals.into_iter().enumerate() {
-            let shared = shared.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("{}-{index}", config.thread_name))
-                .spawn(move || worker::run(shared, index, local));
-            match spawned {
-                Ok(thread) => pool.threads.push(thread),
-                // Dropping `pool` shuts down the workers already started.
-                Err(e) => {
-                    return Err(BuildError {
-                        kind: BuildErrorKind::Spawn(e),
-                    });
-                }
-            }
-        }
-        {
-            let shared = shared.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("{}-monitor", config.thread_name))
-                .spawn(move || monitor::run(shared));
-            match spawned {
-                Ok(thread) => pool.threads.push(thread),
-                Err(e) => {
-                    return Err(BuildError {
-                        kind: BuildErrorKind::Spawn(e),
-                    });
-                }
-            }
-        }
-        Ok(pool)
-    }
-
     /// Spawns `fut` on this pool. From one of this pool's workers the task goes to that worker's
     /// next slot; from anywhere else, to the global queue.
     ///

@@ -18,10 +18,10 @@
 
 use super::handoff;
 use super::offer::OfferSlot;
-use super::park::Parker;
 use super::shared::Shared;
-use super::stall;
-use std::sync::{Arc, OnceLock};
+use super::stall::{StallConfig, StallReport};
+use super::watch::Watch;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The shortest period between looks: how soon a stuck offer is noticed while offers are
@@ -36,61 +36,6 @@ pub(crate) const MAX_PERIOD: Duration = Duration::from_millis(1);
 pub(crate) const QUIET_PERIOD: Duration = Duration::from_millis(10);
 /// Looks in a row without any posted offer that make a quiet stretch.
 const QUIET_LOOKS: u32 = 16;
-
-/// What the pool's other threads use of its monitor thread: the parker it sleeps on while
-/// every worker is parked, and the thread itself, whose timed sleeps shutdown cuts short.
-pub(crate) struct Monitor {
-    parker: Parker,
-    thread: OnceLock<std::thread::Thread>,
-}
-
-impl Monitor {
-    pub(crate) fn new() -> Monitor {
-        Monitor {
-            parker: Parker::new(),
-            thread: OnceLock::new(),
-        }
-    }
-
-    /// Wakes the monitor from its sleep while every worker is parked (a worker was woken).
-    pub(crate) fn wake(&self) {
-        self.parker.unpark();
-    }
-
-    /// Wakes the monitor from any sleep, so that it sees the pool shut down at once (a pool's
-    /// drop joins it).
-    pub(crate) fn wake_for_shutdown(&self) {
-        self.parker.unpark();
-        if let Some(thread) = self.thread.get() {
-            thread.unpark();
-        }
-    }
-}
-
-/// What the monitor remembers of one worker (or helper slot) between looks, to tell a poll
-/// that has gone on for a while.
-#[derive(Clone, Copy)]
-pub(crate) struct Watch {
-    /// The worker's poll counter at the last look.
-    pub(crate) polls: u64,
-    /// When that counter value was first seen.
-    pub(crate) since: Instant,
-    /// The counter value already handed off (one handoff per stuck poll).
-    pub(crate) handed_off: Option<u64>,
-    /// The counter value already reported as a stall (one report per stalled poll).
-    pub(crate) stall_reported: Option<u64>,
-}
-
-impl Watch {
-    pub(crate) fn new(now: Instant) -> Watch {
-        Watch {
-            polls: 0,
-            since: now,
-            handed_off: None,
-            stall_reported: None,
-        }
-    }
-}
 
 /// Updates each worker's watch with its poll counter: a counter that moved starts a new watch.
 pub(crate) fn observe(shared: &Shared, watches: &mut [Watch], now: Instant) {
@@ -198,7 +143,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
         observe(&shared, &mut watches, now);
         let handed = handoff::look(&shared, &mut watches, now, shared.handoff_after);
         if let Some(config) = &shared.stall {
-            stall::look(&shared, config, &mut watches, now);
+            stall_look(&shared, config, &mut watches, now);
         }
         #[cfg(all(unix, not(any(loom, shuttle))))]
         poll_io_if_neglected(&shared);
@@ -222,5 +167,47 @@ pub(crate) fn run(shared: Arc<Shared>) {
         } else {
             (period * 2).min(MAX_PERIOD.min(longest))
         };
+    }
+}
+
+/// Reports the task that worker `index` of `shared` is polling, if any and if it is still
+/// listed, as a stall of `elapsed` through `config`'s hook. A panic in the hook is caught:
+/// the monitor must outlive a faulty hook.
+fn stall_report(shared: &Shared, config: &StallConfig, index: usize, elapsed: Duration) {
+    let running = shared.remotes[index].running_task();
+    if running.is_null() {
+        return;
+    }
+    // SAFETY: `with_listed` keeps the task alive while its header is read.
+    let snapshot = |header: &_| unsafe { crate::trace::snapshot_of(header) };
+    let Some(task) = shared.tasks.with_listed(running.cast_const(), snapshot) else {
+        // Finished meanwhile.
+        return;
+    };
+    let report = StallReport {
+        task,
+        elapsed,
+        worker: index,
+        thread: shared.thread_name(index),
+    };
+    let hook = &config.hook;
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report))).is_err() {
+        eprintln!("coro: the stall hook panicked while reporting: {report}");
+    }
+}
+
+/// One look for stalls: reports each worker (or helper) whose poll counter has not moved for
+/// the threshold while it polls a task, once per stalled poll.
+fn stall_look(shared: &Shared, config: &StallConfig, watches: &mut [Watch], now: Instant) {
+    for (index, watch) in watches.iter_mut().enumerate() {
+        let elapsed = now.duration_since(watch.since);
+        if elapsed >= config.threshold && watch.stall_reported != Some(watch.polls) {
+            if shared.remotes[index].running_task().is_null() {
+                // Parked or searching: not a poll.
+                continue;
+            }
+            watch.stall_reported = Some(watch.polls);
+            stall_report(shared, config, index, elapsed);
+        }
     }
 }

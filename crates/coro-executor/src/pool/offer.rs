@@ -1,7 +1,7 @@
 //! Offers: work a busy worker makes available to idle ones without spawning anything.
 //!
 //! A task that is about to run a batch of work inline (a collect starting its children) can
-//! *post* an [`Offer`] on its worker for the duration of that stretch ([`offer_while`]). Posting costs a few
+//! *post* an [`Offer`] on its worker for the duration of that stretch ([`offer_while`](crate::offer_while), defined in `worker.rs`). Posting costs a few
 //! uncontended atomic operations and wakes nobody; if the stretch is short, the offer is
 //! revoked before anyone looks, and the batch ran with no spawn at all. Only when the worker
 //! stays busy with an offer posted does the pool's monitor (`monitor.rs`, Go's sysmon in
@@ -14,13 +14,12 @@
 //! alive for the whole stretch (it lends it to `offer_while`), and a thief takes its own
 //! reference under the lock, so posting costs no reference-count traffic.
 
-use super::shared::Shared;
 use crate::loom::UnsafeCell;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
 /// Work a running task offers to idle workers of its pool while it is busy, posted with
-/// [`offer_while`].
+/// [`offer_while`](crate::offer_while).
 ///
 /// An idle worker that finds the offer posted calls [`take`](Self::take) on its own thread,
 /// outside any task; `take` spawns what it takes (the spawn lands on that worker, which runs it
@@ -75,76 +74,6 @@ pub trait Offer: Send + Sync + 'static {
 
     /// Takes (part of) the offered work, on an idle worker of the pool that found it posted.
     fn take(self: Arc<Self>);
-}
-
-/// Runs `f` with `offer` posted on the current worker, so that idle workers can take from it
-/// while this worker is busy with `f` (see [`Offer`]), and revokes it when `f` returns or
-/// panics. An offer this worker had posted already is hidden meanwhile (offers nest: an inner
-/// stretch of work offers its own) and posted again afterwards.
-///
-/// Outside a [`ThreadPool`](crate::ThreadPool) worker, and on a pool of one worker, where
-/// nobody could take it, nothing is posted: `f` just runs.
-///
-/// ```
-/// use coro_executor::Offer;
-/// use std::sync::Arc;
-///
-/// struct Nothing;
-/// impl Offer for Nothing {
-///     fn has_work(&self) -> bool {
-///         false
-///     }
-///     fn take(self: Arc<Self>) {}
-/// }
-///
-/// // Outside a pool there is nobody to offer to, and `f` runs all the same.
-/// assert_eq!(coro_executor::offer_while(&Arc::new(Nothing), || 7), 7);
-/// ```
-pub fn offer_while<O: Offer, R>(offer: &Arc<O>, f: impl FnOnce() -> R) -> R {
-    let pointer: *const O = Arc::as_ptr(offer);
-    let pointer: *const dyn Offer = pointer;
-    let posted = super::worker::with_current_worker(|shared, index| {
-        if shared.workers < 2 {
-            return None;
-        }
-        let slot = &shared.remotes[index].offer;
-        // SAFETY: `offer` is borrowed for this whole call, and the `Revoke` below takes the
-        // pointer out of the slot before this call returns (or unwinds).
-        let previous = unsafe { slot.replace(Some(OfferPtr(pointer))) };
-        Some(Revoke {
-            shared: Arc::as_ptr(shared),
-            index,
-            previous,
-        })
-    })
-    .flatten();
-    let result = f();
-    drop(posted);
-    result
-}
-
-/// Takes an offer back out of its slot (also on unwind), restoring the one it hid.
-struct Revoke {
-    /// The pool of the current worker, whose slot `index` is. The worker's frame (which keeps
-    /// its pool alive) is further up this thread's stack than the `offer_while` that owns this,
-    /// so it outlives it.
-    shared: *const Shared,
-    index: usize,
-    previous: Option<OfferPtr>,
-}
-
-impl Drop for Revoke {
-    fn drop(&mut self) {
-        // SAFETY: the pool outlives this (see `shared`).
-        let shared = unsafe { &*self.shared };
-        // SAFETY: `previous` was posted by an enclosing `offer_while` on this thread, which is
-        // still running (calls nest), so its `Arc` is still lent.
-        unsafe {
-            shared.remotes[self.index]
-                .offer
-                .replace(self.previous.take())
-        };
-    }
 }
 
 /// A posted offer: a pointer into an `Arc<dyn Offer>` its poster keeps alive while posted.

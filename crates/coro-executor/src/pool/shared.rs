@@ -1,50 +1,20 @@
 //! State shared by a pool's workers and everyone who schedules onto it.
 
-use super::handoff::Helpers;
+use super::helpers::Helpers;
 use super::idle::Idle;
 use super::metrics::WorkerCounters;
-use super::monitor::Monitor;
 use super::offer::OfferSlot;
 use super::park::Parker;
 use super::queue;
 use super::stall::StallConfig;
-use super::worker::{self, Placement};
 use crate::blocking::BlockingPool;
 use crate::loom::sync::atomic::{AtomicBool, AtomicPtr, Ordering::*, fence};
 use crate::task::owner::{OwnerHead, OwnerRef};
-use crate::task::{self, JoinHandle, Runnable, TaskHeader, TaskList};
-use async_task::{ScheduleInfo, WithInfo};
+use crate::task::{Runnable, TaskHeader, TaskList};
 use concurrent_queue::ConcurrentQueue;
-use std::future::Future;
 use std::ptr::{self, NonNull};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-
-/// The schedule function of every pool task. Zero-sized (the pool is the owner in the task's
-/// header), so that async-task calls it without pinning the task with a temporary reference
-/// first.
-fn schedule(runnable: Runnable, info: ScheduleInfo) {
-    let header = runnable.metadata();
-    header.mark_scheduled();
-    let placement = if info.woken_while_running {
-        Placement::Yielded
-    } else {
-        Placement::Next
-    };
-    let pool = Shared::owner_of(header);
-    if let Err(runnable) = worker::schedule_local(pool, runnable, placement) {
-        // Not on one of the pool's workers, whose own reference would keep the pool alive:
-        // hold one while queueing, since a closed pool drops the runnable, and with it maybe
-        // the task and its header's reference.
-        // SAFETY: `pool` is alive: the task's header holds a reference to it, and the task is
-        // alive (we hold its runnable).
-        let shared = unsafe {
-            Arc::increment_strong_count(pool);
-            Arc::from_raw(pool)
-        };
-        shared.schedule_remote(runnable);
-    }
-}
 
 /// Gives back the reference a pool task's [`OwnerRef`] holds (made by `Shared::owner_ref`).
 ///
@@ -54,6 +24,36 @@ unsafe fn release_owner(head: NonNull<OwnerHead>) {
     // SAFETY: per the contract; `Shared` is `repr(C)` with the head first, so the addresses
     // are the same.
     drop(unsafe { Arc::from_raw(head.as_ptr().cast_const().cast::<Shared>()) });
+}
+
+/// What the pool's other threads use of its monitor thread: the parker it sleeps on while
+/// every worker is parked, and the thread itself, whose timed sleeps shutdown cuts short.
+pub(crate) struct Monitor {
+    pub(super) parker: Parker,
+    pub(super) thread: OnceLock<std::thread::Thread>,
+}
+
+impl Monitor {
+    pub(crate) fn new() -> Monitor {
+        Monitor {
+            parker: Parker::new(),
+            thread: OnceLock::new(),
+        }
+    }
+
+    /// Wakes the monitor from its sleep while every worker is parked (a worker was woken).
+    pub(crate) fn wake(&self) {
+        self.parker.unpark();
+    }
+
+    /// Wakes the monitor from any sleep, so that it sees the pool shut down at once (a pool's
+    /// drop joins it).
+    pub(crate) fn wake_for_shutdown(&self) {
+        self.parker.unpark();
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
+    }
 }
 
 /// What other threads may touch of one worker.
@@ -209,7 +209,7 @@ impl Shared {
     pub(crate) fn new(remotes: Box<[Remote]>, blocking: BlockingPool) -> Shared {
         let workers = remotes.len();
         let options = Options {
-            handoff_after: super::handoff::DEFAULT_HANDOFF_AFTER,
+            handoff_after: super::helpers::DEFAULT_HANDOFF_AFTER,
             stall: None,
             thread_name: String::new(),
         };
@@ -344,73 +344,11 @@ impl Shared {
     }
 
     /// A counted reference to this pool for a task's header.
-    fn owner_ref(self: &Arc<Self>) -> OwnerRef {
+    pub(super) fn owner_ref(self: &Arc<Self>) -> OwnerRef {
         let raw = Arc::into_raw(self.clone());
         // SAFETY: from `Arc::into_raw` of a `Shared` (`Send + Sync`, `repr(C)` with its head
         // first), released by `release_owner`, the head's function.
         unsafe { OwnerRef::from_raw(NonNull::from(&(*raw).owner)) }
-    }
-
-    /// The pool of a pool task, from its header.
-    #[inline]
-    fn owner_of(header: &TaskHeader) -> *const Shared {
-        // Only pool tasks carry an owner, always their pool's head (see `owner_ref`).
-        header
-            .owner()
-            .expect("a pool task's header names its pool")
-            .as_ptr()
-            .cast::<Shared>()
-    }
-
-    /// Spawns `fut` as a task of this pool.
-    pub(crate) fn spawn<F>(self: &Arc<Self>, fut: F) -> JoinHandle<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.spawn_placed(move || fut, Placement::Next)
-    }
-
-    /// Spawns the future `make` returns (made in place, see [`task::build`]); spawned by a
-    /// worker of this pool, it first goes where `placement` says.
-    pub(crate) fn spawn_placed<M, F>(
-        self: &Arc<Self>,
-        make: M,
-        placement: Placement,
-    ) -> JoinHandle<F::Output>
-    where
-        M: FnOnce() -> F,
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        let spawned = self.tasks.insert(task::shard_hint(), make, |key, make| {
-            let header = TaskHeader::with_owner(Some(self.owner_ref()));
-            let (runnable, task) = task::build(key, make, header, WithInfo(schedule));
-            let header = std::ptr::NonNull::from(runnable.metadata());
-            (Some(runnable.waker()), header, (runnable, task))
-        });
-        match spawned {
-            Ok((runnable, task)) => {
-                if placement == Placement::Next {
-                    runnable.schedule();
-                } else {
-                    // What the schedule function does, with the placement asked for.
-                    runnable.metadata().mark_scheduled();
-                    if let Err(runnable) =
-                        worker::schedule_local(Arc::as_ptr(self), runnable, placement)
-                    {
-                        self.schedule_remote(runnable);
-                    }
-                }
-                JoinHandle::new(task)
-            }
-            Err(make) => {
-                // Shut down: the task is dropped unrun and its handle resolves Cancelled.
-                let (runnable, task) = task::build_unlisted(make(), |_| {});
-                drop(runnable);
-                JoinHandle::new(task)
-            }
-        }
     }
 
     /// Queues a task from outside the pool's workers (or a worker of another pool).

@@ -9,12 +9,10 @@
 //! protocol keeps the task alive while it is read, so a task that finishes meanwhile is simply
 //! not reported.
 
-use super::monitor::Watch;
-use super::shared::Shared;
 use crate::trace::{Frame, TaskSnapshot};
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What is called for each stall: on the pool's monitor thread, so it should be quick (the
 /// monitor also hands off work held up behind long polls).
@@ -50,7 +48,7 @@ pub(crate) fn default_hook() -> StallHook {
 /// ```
 /// use coro_executor::{StallReport, ThreadPool};
 /// use std::sync::{Arc, Mutex};
-/// use std::time::{Duration, Instant};
+/// use std::time::Duration;
 ///
 /// let seen: Arc<Mutex<Vec<String>>> = Arc::default();
 /// let log = seen.clone();
@@ -68,10 +66,10 @@ pub(crate) fn default_hook() -> StallHook {
 /// ```
 #[derive(Clone, Debug)]
 pub struct StallReport {
-    task: TaskSnapshot,
-    elapsed: Duration,
-    worker: usize,
-    thread: Option<String>,
+    pub(super) task: TaskSnapshot,
+    pub(super) elapsed: Duration,
+    pub(super) worker: usize,
+    pub(super) thread: Option<String>,
 }
 
 impl StallReport {
@@ -277,48 +275,6 @@ impl fmt::Display for StallReport {
             write!(f, "{frame}")?;
         }
         Ok(())
-    }
-}
-
-/// Reports the task that worker `index` of `shared` is polling, if any and if it is still
-/// listed, as a stall of `elapsed` through `config`'s hook. A panic in the hook is caught:
-/// the monitor must outlive a faulty hook.
-pub(crate) fn report(shared: &Shared, config: &StallConfig, index: usize, elapsed: Duration) {
-    let running = shared.remotes[index].running_task();
-    if running.is_null() {
-        return;
-    }
-    // SAFETY: `with_listed` keeps the task alive while its header is read.
-    let snapshot = |header: &_| unsafe { crate::trace::snapshot_of(header) };
-    let Some(task) = shared.tasks.with_listed(running.cast_const(), snapshot) else {
-        // Finished meanwhile.
-        return;
-    };
-    let report = StallReport {
-        task,
-        elapsed,
-        worker: index,
-        thread: shared.thread_name(index),
-    };
-    let hook = &config.hook;
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&report))).is_err() {
-        eprintln!("coro: the stall hook panicked while reporting: {report}");
-    }
-}
-
-/// One look for stalls: reports each worker (or helper) whose poll counter has not moved for
-/// the threshold while it polls a task, once per stalled poll.
-pub(crate) fn look(shared: &Shared, config: &StallConfig, watches: &mut [Watch], now: Instant) {
-    for (index, watch) in watches.iter_mut().enumerate() {
-        let elapsed = now.duration_since(watch.since);
-        if elapsed >= config.threshold && watch.stall_reported != Some(watch.polls) {
-            if shared.remotes[index].running_task().is_null() {
-                // Parked or searching: not a poll.
-                continue;
-            }
-            watch.stall_reported = Some(watch.polls);
-            report(shared, config, index, elapsed);
-        }
     }
 }
 

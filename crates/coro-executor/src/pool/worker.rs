@@ -15,7 +15,7 @@
 //! searching (Go's `wakep` after `runqput`); a helper (`handoff.rs`) runs the same loop but
 //! exits where a worker would park.
 
-use super::offer::Offer;
+use super::offer::{Offer, OfferPtr};
 use super::queue::{self, Local};
 use super::shared::{Remote, Shared, wait_next_slot_grace};
 use crate::task::Runnable;
@@ -550,4 +550,74 @@ fn next_random(state: &mut u64) -> u64 {
     x ^= x >> 27;
     *state = x;
     x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+/// Runs `f` with `offer` posted on the current worker, so that idle workers can take from it
+/// while this worker is busy with `f` (see [`Offer`](crate::Offer)), and revokes it when `f` returns or
+/// panics. An offer this worker had posted already is hidden meanwhile (offers nest: an inner
+/// stretch of work offers its own) and posted again afterwards.
+///
+/// Outside a [`ThreadPool`](crate::ThreadPool) worker, and on a pool of one worker, where
+/// nobody could take it, nothing is posted: `f` just runs.
+///
+/// ```
+/// use coro_executor::Offer;
+/// use std::sync::Arc;
+///
+/// struct Nothing;
+/// impl Offer for Nothing {
+///     fn has_work(&self) -> bool {
+///         false
+///     }
+///     fn take(self: Arc<Self>) {}
+/// }
+///
+/// // Outside a pool there is nobody to offer to, and `f` runs all the same.
+/// assert_eq!(coro_executor::offer_while(&Arc::new(Nothing), || 7), 7);
+/// ```
+pub fn offer_while<O: Offer, R>(offer: &Arc<O>, f: impl FnOnce() -> R) -> R {
+    let pointer: *const O = Arc::as_ptr(offer);
+    let pointer: *const dyn Offer = pointer;
+    let posted = with_current_worker(|shared, index| {
+        if shared.workers < 2 {
+            return None;
+        }
+        let slot = &shared.remotes[index].offer;
+        // SAFETY: `offer` is borrowed for this whole call, and the `Revoke` below takes the
+        // pointer out of the slot before this call returns (or unwinds).
+        let previous = unsafe { slot.replace(Some(OfferPtr(pointer))) };
+        Some(Revoke {
+            shared: Arc::as_ptr(shared),
+            index,
+            previous,
+        })
+    })
+    .flatten();
+    let result = f();
+    drop(posted);
+    result
+}
+
+/// Takes an offer back out of its slot (also on unwind), restoring the one it hid.
+struct Revoke {
+    /// The pool of the current worker, whose slot `index` is. The worker's frame (which keeps
+    /// its pool alive) is further up this thread's stack than the `offer_while` that owns this,
+    /// so it outlives it.
+    shared: *const Shared,
+    index: usize,
+    previous: Option<OfferPtr>,
+}
+
+impl Drop for Revoke {
+    fn drop(&mut self) {
+        // SAFETY: the pool outlives this (see `shared`).
+        let shared = unsafe { &*self.shared };
+        // SAFETY: `previous` was posted by an enclosing `offer_while` on this thread, which is
+        // still running (calls nest), so its `Arc` is still lent.
+        unsafe {
+            shared.remotes[self.index]
+                .offer
+                .replace(self.previous.take())
+        };
+    }
 }

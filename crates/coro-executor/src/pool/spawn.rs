@@ -1,0 +1,100 @@
+//! Spawning onto a pool, and the schedule function every pool task is built with: from one of
+//! the pool's workers a task goes where the placement says (`worker::schedule_local`), from
+//! anywhere else to the global queue.
+
+use super::shared::Shared;
+use super::worker::{self, Placement};
+use crate::task::{self, JoinHandle, Runnable, TaskHeader};
+use async_task::{ScheduleInfo, WithInfo};
+use std::future::Future;
+use std::sync::Arc;
+
+/// The schedule function of every pool task. Zero-sized (the pool is the owner in the task's
+/// header), so that async-task calls it without pinning the task with a temporary reference
+/// first.
+fn schedule(runnable: Runnable, info: ScheduleInfo) {
+    let header = runnable.metadata();
+    header.mark_scheduled();
+    let placement = if info.woken_while_running {
+        Placement::Yielded
+    } else {
+        Placement::Next
+    };
+    let pool = Shared::owner_of(header);
+    if let Err(runnable) = worker::schedule_local(pool, runnable, placement) {
+        // Not on one of the pool's workers, whose own reference would keep the pool alive:
+        // hold one while queueing, since a closed pool drops the runnable, and with it maybe
+        // the task and its header's reference.
+        // SAFETY: `pool` is alive: the task's header holds a reference to it, and the task is
+        // alive (we hold its runnable).
+        let shared = unsafe {
+            Arc::increment_strong_count(pool);
+            Arc::from_raw(pool)
+        };
+        shared.schedule_remote(runnable);
+    }
+}
+
+impl Shared {
+    /// The pool of a pool task, from its header.
+    #[inline]
+    fn owner_of(header: &TaskHeader) -> *const Shared {
+        // Only pool tasks carry an owner, always their pool's head (see `owner_ref`).
+        header
+            .owner()
+            .expect("a pool task's header names its pool")
+            .as_ptr()
+            .cast::<Shared>()
+    }
+
+    /// Spawns `fut` as a task of this pool.
+    pub(crate) fn spawn<F>(self: &Arc<Self>, fut: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.spawn_placed(move || fut, Placement::Next)
+    }
+
+    /// Spawns the future `make` returns (made in place, see [`task::build`]); spawned by a
+    /// worker of this pool, it first goes where `placement` says.
+    pub(crate) fn spawn_placed<M, F>(
+        self: &Arc<Self>,
+        make: M,
+        placement: Placement,
+    ) -> JoinHandle<F::Output>
+    where
+        M: FnOnce() -> F,
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let spawned = self.tasks.insert(task::shard_hint(), make, |key, make| {
+            let header = TaskHeader::with_owner(Some(self.owner_ref()));
+            let (runnable, task) = task::build(key, make, header, WithInfo(schedule));
+            let header = std::ptr::NonNull::from(runnable.metadata());
+            (Some(runnable.waker()), header, (runnable, task))
+        });
+        match spawned {
+            Ok((runnable, task)) => {
+                if placement == Placement::Next {
+                    runnable.schedule();
+                } else {
+                    // What the schedule function does, with the placement asked for.
+                    runnable.metadata().mark_scheduled();
+                    if let Err(runnable) =
+                        worker::schedule_local(Arc::as_ptr(self), runnable, placement)
+                    {
+                        self.schedule_remote(runnable);
+                    }
+                }
+                JoinHandle::new(task)
+            }
+            Err(make) => {
+                // Shut down: the task is dropped unrun and its handle resolves Cancelled.
+                let (runnable, task) = task::build_unlisted(make(), |_| {});
+                drop(runnable);
+                JoinHandle::new(task)
+            }
+        }
+    }
+}
