@@ -22,17 +22,25 @@ fn schedule(runnable: Runnable, info: ScheduleInfo) {
     };
     let pool = Shared::owner_of(header);
     if let Err(runnable) = worker::schedule_local(pool, runnable, placement) {
-        // Not on one of the pool's workers, whose own reference would keep the pool alive:
-        // hold one while queueing, since a closed pool drops the runnable, and with it maybe
-        // the task and its header's reference.
-        // SAFETY: `pool` is alive: the task's header holds a reference to it, and the task is
-        // alive (we hold its runnable).
-        let shared = unsafe {
-            Arc::increment_strong_count(pool);
-            Arc::from_raw(pool)
-        };
-        shared.schedule_remote(runnable);
+        schedule_from_outside(pool, runnable);
     }
+}
+
+/// `schedule` from a thread that is not one of the pool's workers. Out of line: it is the rare
+/// path, and inlined it costs the common one a saved register.
+#[cold]
+#[inline(never)]
+fn schedule_from_outside(pool: *const Shared, runnable: Runnable) {
+    // Not on one of the pool's workers, whose own reference would keep the pool alive: hold one
+    // while queueing, since a closed pool drops the runnable, and with it maybe the task and
+    // its header's reference.
+    // SAFETY: `pool` is alive: the task's header holds a reference to it, and the task is alive
+    // (we hold its runnable).
+    let shared = unsafe {
+        Arc::increment_strong_count(pool);
+        Arc::from_raw(pool)
+    };
+    shared.schedule_remote(runnable);
 }
 
 impl Shared {

@@ -46,6 +46,10 @@ struct Core {
 
 pub(crate) struct Worker {
     shared: Arc<Shared>,
+    /// `Arc::as_ptr(&shared)`, kept so that the schedule path compares a task's pool with this
+    /// worker's without computing it (the address of an `Arc`'s value is an offset from the
+    /// `Arc`'s pointer, one instruction on every wake-up).
+    shared_ptr: *const Shared,
     /// A helper on a spare slot (`handoff.rs`): it never searches as the idle bookkeeping
     /// counts searchers, and exits where a worker would park.
     helper: bool,
@@ -122,7 +126,7 @@ pub(crate) fn schedule_local(
         }
         // SAFETY: see `current_shared`.
         let worker = unsafe { &*worker };
-        if !ptr::eq(Arc::as_ptr(&worker.shared), shared) {
+        if !ptr::eq(worker.shared_ptr, shared) {
             return Err(runnable);
         }
         worker.schedule_local(runnable, placement)
@@ -150,6 +154,7 @@ fn run_as(
     helper: bool,
 ) -> Local<Runnable> {
     let worker = Worker {
+        shared_ptr: Arc::as_ptr(&shared),
         shared,
         helper,
         index,
