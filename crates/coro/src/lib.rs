@@ -33,6 +33,12 @@
 //! in a task always runs on its own executor, whoever wakes it. [`block_wait`] waits from
 //! synchronous code.
 //!
+//! Two things are called a task, and the docs keep them apart: a [`Task`] (capital T) is a lazy
+//! coroutine value, which runs wherever it is awaited; an *executor task* (lower case, "a
+//! spawned task") is what an executor schedules and a [`JoinHandle`]
+//! awaits: [`spawn`], [`TaskWithExecutor::start`] and an awaited [`TaskWithExecutor`] each make one, and it
+//! is what a task dump lists. A `Task` awaited inline is a frame of its awaiter's executor task.
+//!
 //! ```
 //! use coro::Task;
 //!

@@ -1,5 +1,10 @@
 //! Tasks, the engine's bottom layer: what a task is, whichever executor runs it.
 //!
+//! "Task" here always means an executor task: a future spawned on an executor, scheduled
+//! through its [`Runnable`] and awaited through its [`JoinHandle`]. (coro's `Task<T>` is a lazy
+//! coroutine value, which becomes part of an executor task when awaited or spawned; async-task's
+//! own `Task` handle is called `RawTask` here, and only the `JoinHandle` holds one.)
+//!
 //! A task is one allocation (async-task's) holding its [`TaskHeader`] and its future, wrapped
 //! so that it catches panics and leaves its task list before its future is dropped. Nothing
 //! here imports the executors above (the pool, user executors through `ExecutorHandle`) or
