@@ -11,14 +11,16 @@
 //! ```
 //!
 //! Under `--cfg loom` every primitive behind `crate::loom` (and concurrent-queue's atomics) is
-//! loom's, so the models explore the code that ships, not a copy. Loom runs model threads as
-//! coroutines on one OS thread: no model touches `worker.rs`'s thread-locals
-//! (`schedule_local`, `worker::run`) or the task list's shard hint.
+//! loom's, so the models explore the code that ships, not a copy: the park/notify models run
+//! the pool's own `Worker` (`worker::run_model`). Loom runs model threads as coroutines on one
+//! OS thread, so the engine's thread-locals (the current worker, the running task, the task
+//! list's shard hint) are declared with `coro_loom::thread_local_const!`, which gives each model
+//! thread its own under either checker.
 //!
 //! Under `--cfg shuttle` every primitive behind `crate::loom` is shuttle's instead, and every
 //! model runs unchanged (`crate::loom::model` picks the checker; shuttle too runs model
-//! threads as coroutines on one OS thread, so a model's std thread-locals are still shared by its
-//! threads and private to its test). Shuttle runs each model for `SHUTTLE_ITERATIONS`
+//! threads as coroutines on one OS thread, so a model's own std thread-locals are still shared
+//! by its threads and private to its test). Shuttle runs each model for `SHUTTLE_ITERATIONS`
 //! schedules under a uniformly random scheduler and as many under PCT (default 5000 each, CI's
 //! count; `.ci/long` runs 1,000,000), seeded by `SHUTTLE_SEED` (fixed by default, so a run is
 //! reproducible); a failure prints its schedule, which `SHUTTLE_REPLAY=<schedule>` replays (see

@@ -277,3 +277,26 @@ mod imp {
 }
 
 pub use imp::*;
+
+/// Declares a thread-local with a `const` initialiser: `std::thread_local!` in a normal build;
+/// under `--cfg loom` or `--cfg shuttle` the checker's own `thread_local!`, one value per model
+/// thread (model threads are coroutines on one OS thread, so a std thread-local would be shared
+/// by all of them).
+///
+/// ```
+/// coro_loom::thread_local_const! {
+///     /// A counter per thread.
+///     static COUNT: std::cell::Cell<u32> = std::cell::Cell::new(0);
+/// }
+/// COUNT.with(|c| c.set(c.get() + 1));
+/// assert_eq!(COUNT.with(std::cell::Cell::get), 1);
+/// ```
+#[macro_export]
+macro_rules! thread_local_const {
+    ($(#[$attr:meta])* static $name:ident: $ty:ty = $init:expr;) => {
+        #[cfg(not(any(loom, shuttle)))]
+        ::std::thread_local! { $(#[$attr])* static $name: $ty = const { $init }; }
+        #[cfg(any(loom, shuttle))]
+        $crate::thread_local! { $(#[$attr])* static $name: $ty = $init; }
+    };
+}

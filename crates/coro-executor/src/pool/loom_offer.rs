@@ -19,18 +19,19 @@
 //!   without the monitor's unpark in `notify_parked` it deadlocks);
 //! - `loom_monitor_wakes_parked_worker_for_stuck_offer` (exhaustive): worker 1 is asleep and
 //!   worker 0 busy with an offer posted, which wakes nobody; the monitor's second look sees it
-//!   still posted and notifies worker 1, which finds the offer while searching (`ModelWorker`
-//!   checks offers as `Worker::search` does) and takes it exactly once; the offer's `take`
+//!   still posted and notifies worker 1, which finds the offer while searching (the pool's own
+//!   `Worker`, run by `worker::run_model`) and takes it exactly once; the offer's `take`
 //!   shuts the pool down, so a lost wake-up is a loom deadlock.
 //!
 //! Run with the other models (see `crate::loom` for the two checkers and how to run them):
 //! `RUSTFLAGS="--cfg loom" cargo test -p coro-executor --lib --release --target-dir target/loom
 //! -- loom_`, and the same with `--cfg shuttle`.
 
-use super::loom_protocol::{ModelWorker, Start, counted_task, new_shared, setup_idle};
+use super::loom_protocol::{Start, counted_task, new_shared, setup_idle};
 use super::monitor::{self, Look};
 use super::offer::{Offer, OfferPtr, OfferSlot};
 use super::shared::Shared;
+use super::worker::{self, ModelStart};
 use crate::loom::sync::Arc;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use crate::loom::thread;
@@ -43,11 +44,11 @@ use crate::loom::{model, model_exhaustive};
 /// shows up in the final strong count rather than as a use after free.
 struct TestOffer {
     taken: AtomicUsize,
-    shuts_down: Option<Arc<Shared>>,
+    shuts_down: Option<std::sync::Arc<Shared>>,
 }
 
 impl TestOffer {
-    fn new(shuts_down: Option<Arc<Shared>>) -> std::sync::Arc<TestOffer> {
+    fn new(shuts_down: Option<std::sync::Arc<Shared>>) -> std::sync::Arc<TestOffer> {
         std::sync::Arc::new(TestOffer {
             taken: AtomicUsize::new(0),
             shuts_down,
@@ -240,13 +241,13 @@ fn loom_monitor_wakes_parked_worker_for_stuck_offer() {
     model_exhaustive(|| {
         let (shared, mut locals) = new_shared(2);
         setup_idle(&shared, [Start::Busy, Start::Asleep]);
-        let worker = ModelWorker {
-            shared: shared.clone(),
-            index: 1,
-            local: locals.pop().expect("two workers"),
-            is_searching: false,
+        let local = locals.pop().expect("two workers");
+        let worker = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                worker::run_model(shared, 1, local, ModelStart::Asleep);
+            })
         };
-        let worker = thread::spawn(move || worker.run(true));
 
         // `offer_while` on worker 0.
         let offer = TestOffer::new(Some(shared.clone()));

@@ -1,7 +1,8 @@
 //! Models of the pool's park/notify protocol (`idle.rs`, `shared.rs`, `worker.rs`) and of the
-//! monitor's handoff: a real `Shared` with two workers,
-//! whose threads replay `Worker::run`/`next_task`/`search`/`park`/`run_task` call for call
-//! (`ModelWorker`), while the model's main thread schedules one task from outside the pool
+//! monitor's handoff: a real `Shared` with two workers, whose threads run the pool's own
+//! `Worker` (`worker::run_model`: its loop, search, park and run, started awake, searching or
+//! asleep; its thread-locals are the checker's, one per model thread), while the model's main
+//! thread schedules one task from outside the pool
 //! (`Shared::schedule_remote`: global-queue push, then `notify_parked`). The task shuts the
 //! pool down when it runs, which lets every worker exit; if the task were stranded in the queue
 //! with every worker parked, no thread could make progress and the checker reports a deadlock. So
@@ -34,10 +35,9 @@
 //! -- loom_`, and the same with `--cfg shuttle`.
 
 use super::handoff;
-use super::offer::Offer;
 use super::queue::{self, Local};
-use super::shared::{Remote, Shared, wait_next_slot_grace};
-use super::worker::SEARCH_PASSES;
+use super::shared::{Remote, Shared};
+use super::worker::{self, BusyWorker, ModelStart, Placement};
 use crate::blocking::BlockingPool;
 use crate::loom::sync::Arc;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
@@ -47,149 +47,9 @@ use crate::task::Runnable;
 use crate::trace::TaskHeader;
 use std::time::Duration;
 
-/// `worker::Worker` for the models: the same calls on `Shared`/`Idle`/`Parker`/queues/offer slots
-/// in the same order. Left out, as irrelevant to wake-ups or impossible under loom: the
-/// thread-locals (`CURRENT`, `SHARD_HINT`), the metrics counters, the every-61st-tick
-/// global-queue check (a worker's tick starts at 1 and the models end long before 61), the
-/// next-slot streak cap (the models never fill a next slot), the random victim order (loom needs
-/// determinism; with two workers there is one victim anyway), `take_offer`'s `catch_unwind` (a
-/// model's offer does not panic, and a failed assertion in one must fail the model) and `drain`
-/// (the models leave nothing to drain).
-pub(super) struct ModelWorker {
-    pub(super) shared: Arc<Shared>,
-    pub(super) index: usize,
-    /// `Core::local`.
-    pub(super) local: Local<Runnable>,
-    /// `Core::is_searching`.
-    pub(super) is_searching: bool,
-}
-
-impl ModelWorker {
-    /// `Worker::run`. With `asleep`, the worker starts inside `Worker::park`'s wait loop, its
-    /// `idle.park` already done by the model's setup.
-    pub(super) fn run(mut self, asleep: bool) {
-        if asleep {
-            self.wait_for_unpark();
-        }
-        while !self.shared.is_shutdown() {
-            if let Some(task) = self.next_task() {
-                self.run_task(task);
-                continue;
-            }
-            match self.search() {
-                Some(Found::Task(task)) => self.run_task(task),
-                Some(Found::Offer(offer)) => self.take_offer(offer),
-                None => self.park(),
-            }
-        }
-    }
-
-    /// `Worker::next_task`: the next slot, the local queue, the global queue.
-    fn next_task(&mut self) -> Option<Runnable> {
-        let remote = &self.shared.remotes[self.index];
-        if remote.has_next() {
-            if let Some(task) = remote.take_next() {
-                return Some(task);
-            }
-        }
-        if let Some(task) = self.local.pop() {
-            return Some(task);
-        }
-        self.shared.inject.pop().ok()
-    }
-
-    /// `Worker::run_task`: the last searcher to find work wakes another worker; the poll
-    /// counter moves before the poll.
-    fn run_task(&mut self, task: Runnable) {
-        if self.is_searching {
-            self.is_searching = false;
-            if self.shared.idle.stop_searching() {
-                self.shared.notify_parked();
-            }
-        }
-        self.shared.remotes[self.index].counters.polls.add(1);
-        task.run();
-    }
-
-    /// `Worker::take_offer`: take from an offer found while searching, staying a searcher.
-    fn take_offer(&mut self, offer: std::sync::Arc<dyn Offer>) {
-        offer.take();
-    }
-
-    /// `Worker::search`: become a searcher (if at most half search), then steal from each victim
-    /// or take a reference to its posted offer, and try the global queue, `SEARCH_PASSES`
-    /// times; last, take a victim's next slot if its owner stayed in the same poll through the
-    /// grace period.
-    fn search(&mut self) -> Option<Found> {
-        if !self.is_searching {
-            if !self.shared.idle.try_start_searching() {
-                return None;
-            }
-            self.is_searching = true;
-        }
-        let remotes = &self.shared.remotes;
-        let n = remotes.len();
-        let mut held_next = None;
-        for _ in 0..SEARCH_PASSES {
-            for i in 1..n {
-                let victim = (self.index + i) % n;
-                if let Some((task, _)) = remotes[victim].steal.steal_into(&mut self.local) {
-                    return Some(Found::Task(task));
-                }
-                if held_next.is_none() && remotes[victim].has_next() {
-                    held_next = Some((victim, remotes[victim].owner_polls()));
-                }
-                if let Some(offer) = remotes[victim].offer.get() {
-                    return Some(Found::Offer(offer));
-                }
-            }
-            if let Ok(task) = self.shared.inject.pop() {
-                return Some(Found::Task(task));
-            }
-        }
-        let (victim, polls) = held_next?;
-        wait_next_slot_grace();
-        if remotes[victim].owner_polls() != polls {
-            return None;
-        }
-        remotes[victim].take_next().map(Found::Task)
-    }
-
-    /// `Worker::park`: record the park (rescanning every queue if this was the last searcher or
-    /// the last worker awake), then sleep.
-    fn park(&mut self) {
-        let was_searching = std::mem::replace(&mut self.is_searching, false);
-        if self.shared.idle.park(self.index, was_searching, false) {
-            self.shared.notify_if_work_pending();
-        }
-        self.wait_for_unpark();
-    }
-
-    /// The loop at the end of `Worker::park`: sleep until shut down or really chosen (then as a
-    /// searcher, as whoever woke us counted us).
-    fn wait_for_unpark(&mut self) {
-        loop {
-            self.shared.remotes[self.index].parker.park();
-            if self.shared.is_shutdown() {
-                return;
-            }
-            if self.shared.idle.unpark_confirmed(self.index) {
-                self.is_searching = true;
-                return;
-            }
-        }
-    }
-}
-
-/// `worker::Found`: what a search found.
-pub(super) enum Found {
-    Task(Runnable),
-    Offer(std::sync::Arc<dyn Offer>),
-}
-
 /// A pool's shared state with `workers` workers, built as `ThreadPool::from_builder` does, and
 /// each worker's local queue.
-pub(super) fn new_shared(workers: usize) -> (Arc<Shared>, Vec<Local<Runnable>>) {
+pub(super) fn new_shared(workers: usize) -> (std::sync::Arc<Shared>, Vec<Local<Runnable>>) {
     let (locals, remotes): (Vec<_>, Vec<_>) = (0..workers)
         .map(|_| {
             let (local, steal) = queue::local();
@@ -197,7 +57,7 @@ pub(super) fn new_shared(workers: usize) -> (Arc<Shared>, Vec<Local<Runnable>>) 
         })
         .unzip();
     let blocking = BlockingPool::new("loom-blocking".into(), 1, Duration::from_secs(1));
-    let shared = Arc::new(Shared::new(remotes.into_boxed_slice(), blocking));
+    let shared = std::sync::Arc::new(Shared::new(remotes.into_boxed_slice(), blocking));
     (shared, locals)
 }
 
@@ -225,18 +85,11 @@ pub(super) fn protocol_model(starts: [Start; 2]) {
         .zip(starts)
         .enumerate()
         .filter_map(|(index, (local, start))| {
-            let (searching, asleep) = match start {
-                Start::Running { searching } => (searching, false),
-                Start::Asleep => (false, true),
-                Start::Busy => return None,
-            };
-            let worker = ModelWorker {
-                shared: shared.clone(),
-                index,
-                local,
-                is_searching: searching,
-            };
-            Some(thread::spawn(move || worker.run(asleep)))
+            let start = start.model_start()?;
+            let shared = shared.clone();
+            Some(thread::spawn(move || {
+                worker::run_model(shared, index, local, start);
+            }))
         })
         .collect();
 
@@ -253,7 +106,11 @@ pub(super) fn protocol_model(starts: [Start; 2]) {
 /// A task that counts its runs in `ran` and shuts the pool down when `ran` reaches `total`.
 /// async-task's own atomics are std ones, which is fine: only one model thread touches a task
 /// at a time, handed over through the (loom-modelled) queues.
-pub(super) fn counted_task(shared: &Arc<Shared>, ran: &Arc<AtomicUsize>, total: usize) -> Runnable {
+pub(super) fn counted_task(
+    shared: &std::sync::Arc<Shared>,
+    ran: &Arc<AtomicUsize>,
+    total: usize,
+) -> Runnable {
     let (shared, ran) = (shared.clone(), ran.clone());
     let (runnable, handle) = async_task::Builder::new()
         .metadata(TaskHeader::new())
@@ -269,23 +126,22 @@ pub(super) fn counted_task(shared: &Arc<Shared>, ran: &Arc<AtomicUsize>, total: 
     runnable
 }
 
-/// `Worker::schedule_local` (a task woken, not yielded, by the running task) with
-/// `Worker::push_back`, for worker `index`, busy and not searching, whose local queue is `local`:
-/// every push wakes a parked worker if nobody searches (Go's `wakep` after `runqput`).
-fn schedule_local_busy(
-    shared: &Shared,
-    index: usize,
-    local: &mut Local<Runnable>,
-    runnable: Runnable,
-) {
-    if let Some(displaced) = shared.remotes[index].put_next(runnable) {
-        local.push_back(displaced, &mut |task| {
-            if let Err(closed) = shared.inject.push(task) {
-                drop(closed.into_inner());
-            }
-        });
+impl Start {
+    /// How `worker::run_model` starts a worker that starts so (`None`: a busy worker, which no
+    /// model thread runs).
+    fn model_start(self) -> Option<ModelStart> {
+        match self {
+            Start::Running { searching } => Some(ModelStart::Running { searching }),
+            Start::Asleep => Some(ModelStart::Asleep),
+            Start::Busy => None,
+        }
     }
-    shared.notify_parked();
+}
+
+/// Schedules `task` from inside `busy`'s poll, as a waker called there does.
+fn schedule_from_busy(shared: &std::sync::Arc<Shared>, task: Runnable) {
+    let scheduled = worker::schedule_local(std::sync::Arc::as_ptr(shared), task, Placement::Next);
+    assert!(scheduled.is_ok(), "the model thread is worker 1");
 }
 
 /// Makes the setup's idle bookkeeping match `starts`, as the workers' own earlier calls would
@@ -350,54 +206,60 @@ fn loom_protocol_busy_worker_schedules_locally() {
     // queue can only be run by worker 0 (awake, not searching at first), which must get it.
     model(|| {
         let (shared, mut locals) = new_shared(2);
-        let mut busy_local = locals.pop().expect("two workers");
-        let worker = ModelWorker {
-            shared: shared.clone(),
-            index: 0,
-            local: locals.pop().expect("two workers"),
-            is_searching: false,
+        let busy = BusyWorker::enter(shared.clone(), 1, locals.pop().expect("two workers"));
+        let local = locals.pop().expect("two workers");
+        let worker = {
+            let shared = shared.clone();
+            let start = ModelStart::Running { searching: false };
+            thread::spawn(move || {
+                worker::run_model(shared, 0, local, start);
+            })
         };
-        let worker = thread::spawn(move || worker.run(false));
 
         let ran = Arc::new(AtomicUsize::new(0));
         for _ in 0..2 {
-            let task = counted_task(&shared, &ran, 2);
-            schedule_local_busy(&shared, 1, &mut busy_local, task);
+            schedule_from_busy(&shared, counted_task(&shared, &ran, 2));
         }
-        // Worker 1's task returns: `Worker::next_task` takes the next slot first, `run_task`
-        // runs it (worker 1 is not searching). Worker 0 may have stolen it already.
-        if let Some(task) = shared.remotes[1].take_next() {
-            task.run();
-        }
+        // Worker 1's task returns: it runs its next slot (worker 0 may have stolen it already),
+        // and that poll outlasts the model.
+        busy.run_next_slot();
         worker.join().unwrap();
         assert_eq!(
             ran.load(Relaxed),
             2,
             "the tasks did not run exactly once each"
         );
-        assert!(busy_local.is_empty() && !shared.remotes[1].has_next());
+        assert!(busy.local_is_empty() && !shared.remotes[1].has_next());
     });
 }
 
-/// A two-worker pool whose worker 1 is busy (in a poll that outlasts the model) and whose
-/// worker 0 starts as `start` says: the shared state, worker 0 (to run on a model thread), whether
-/// it starts asleep, and worker 1's local queue.
-fn beside_a_busy_worker(start: Start) -> (Arc<Shared>, ModelWorker, bool, Local<Runnable>) {
+/// A two-worker pool whose worker 1 is busy (in a poll that outlasts the model, on the calling
+/// thread) and whose worker 0 starts on a model thread as `start` says (it returns when the
+/// pool shuts down): the shared state, worker 1 and worker 0's thread, started by the returned
+/// closure once the caller has set things up.
+fn beside_a_busy_worker(
+    start: Start,
+) -> (
+    std::sync::Arc<Shared>,
+    BusyWorker,
+    impl FnOnce() -> thread::JoinHandle<()>,
+) {
     let (shared, mut locals) = new_shared(2);
-    let busy_local = locals.pop().expect("two workers");
     setup_idle(&shared, [start, Start::Busy]);
-    let (searching, asleep) = match start {
-        Start::Running { searching } => (searching, false),
-        Start::Asleep => (false, true),
-        Start::Busy => unreachable!("worker 0 must be able to run the task"),
+    let busy = BusyWorker::enter(shared.clone(), 1, locals.pop().expect("two workers"));
+    let local = locals.pop().expect("two workers");
+    let start = start
+        .model_start()
+        .expect("worker 0 must be able to run the task");
+    let spawn = {
+        let shared = shared.clone();
+        move || {
+            thread::spawn(move || {
+                worker::run_model(shared, 0, local, start);
+            })
+        }
     };
-    let worker = ModelWorker {
-        shared: shared.clone(),
-        index: 0,
-        local: locals.pop().expect("two workers"),
-        is_searching: searching,
-    };
-    (shared, worker, asleep, busy_local)
+    (shared, busy, spawn)
 }
 
 /// Worker 1 (the model's main thread) is inside a poll that never returns, and schedules one
@@ -407,11 +269,11 @@ fn beside_a_busy_worker(start: Start) -> (Arc<Shared>, ModelWorker, bool, Local<
 /// its poll through the grace period. A stranded task leaves worker 0 parked for ever: a loom
 /// deadlock.
 fn next_slot_alone_model(start: Start) {
-    let (shared, worker, asleep, mut busy_local) = beside_a_busy_worker(start);
-    let worker = thread::spawn(move || worker.run(asleep));
+    let (shared, _busy, spawn) = beside_a_busy_worker(start);
+    let worker = spawn();
 
     let ran = Arc::new(AtomicUsize::new(0));
-    schedule_local_busy(&shared, 1, &mut busy_local, counted_task(&shared, &ran, 1));
+    schedule_from_busy(&shared, counted_task(&shared, &ran, 1));
     // ... and worker 1's poll goes on for ever: it never looks at its queues again.
     worker.join().unwrap();
     assert_eq!(ran.load(Relaxed), 1, "the task did not run exactly once");
@@ -438,7 +300,8 @@ fn loom_protocol_next_slot_alone_other_running() {
 /// worker 0, searching, takes it from the next slot first; and a helper is asked for only if
 /// nobody could be woken and nobody searches.
 fn handoff_model(start: Start) {
-    let (shared, worker, asleep, _) = beside_a_busy_worker(start);
+    let asleep = matches!(start, Start::Asleep);
+    let (shared, _busy, spawn) = beside_a_busy_worker(start);
     let ran = Arc::new(AtomicUsize::new(0));
     // Put there unannounced, as if its announcement had gone to a searcher that missed it.
     assert!(
@@ -446,7 +309,7 @@ fn handoff_model(start: Start) {
             .put_next(counted_task(&shared, &ran, 1))
             .is_none()
     );
-    let worker = thread::spawn(move || worker.run(asleep));
+    let worker = spawn();
 
     let wants_helper = handoff::hand_off(&shared, 1);
     worker.join().unwrap();

@@ -28,6 +28,12 @@ use std::sync::Arc;
 const GLOBAL_QUEUE_INTERVAL: u32 = 61;
 /// How many times in a row the next slot may be served before the local queue gets a turn.
 const MAX_NEXT_STREAK: u8 = 3;
+/// The right to wait in the OS that a parking worker may hold (none in the models: no IO driver).
+#[cfg(not(any(loom, shuttle)))]
+type PollToken<'a> = crate::io::driver::PollGuard<'a>;
+#[cfg(any(loom, shuttle))]
+type PollToken<'a> = std::marker::PhantomData<&'a ()>;
+
 /// Passes over all victims a searching worker makes before it parks (the bounded spin). One,
 /// as tokio's searchers make: with two, `rwlock_contended` ran about 8% slower (a worker that
 /// keeps searching picks up tasks woken on the other core, so the lock's hand-offs cross
@@ -57,9 +63,9 @@ pub(crate) struct Worker {
     core: RefCell<Core>,
 }
 
-thread_local! {
+coro_loom::thread_local_const! {
     /// The worker running on this thread, if any.
-    static CURRENT: Cell<*const Worker> = const { Cell::new(ptr::null()) };
+    static CURRENT: Cell<*const Worker> = Cell::new(ptr::null());
 }
 
 fn seed() -> u64 {
@@ -153,21 +159,14 @@ fn run_as(
     local: Local<Runnable>,
     helper: bool,
 ) -> Local<Runnable> {
-    let worker = Worker {
-        shared_ptr: Arc::as_ptr(&shared),
-        shared,
-        helper,
-        index,
-        core: RefCell::new(Core {
-            local,
-            tick: 0,
-            next_streak: 0,
-            is_searching: false,
-            rng: seed(),
-        }),
-    };
+    run_worker(Worker::new(shared, index, local, helper), |_| {})
+}
+
+/// Makes `worker` this thread's, runs `start` and then its loop until the pool shuts down (a
+/// helper: until it finds nothing), drains it, and returns its queue's owner end.
+fn run_worker(worker: Worker, start: impl FnOnce(&Worker)) -> Local<Runnable> {
     CURRENT.with(|c| c.set(&worker));
-    crate::task::set_shard_hint(index);
+    crate::task::set_shard_hint(worker.index);
     /// Clears `CURRENT` even if the loop unwinds, so no dangling pointer survives the frame.
     struct Reset;
     impl Drop for Reset {
@@ -176,13 +175,92 @@ fn run_as(
         }
     }
     let reset = Reset;
+    start(&worker);
     worker.run();
     drop(reset);
     worker.drain();
     worker.core.into_inner().local
 }
 
+/// How a worker starts in the models (`loom_protocol.rs`), which run this file's `Worker`.
+#[cfg(all(test, any(loom, shuttle)))]
+#[derive(Clone, Copy)]
+pub(super) enum ModelStart {
+    /// At the top of its loop, searching or not (the model's setup counted it as `Idle` would).
+    Running { searching: bool },
+    /// Asleep, at the wait that ends `park` (the model's setup did its `idle.park`).
+    Asleep,
+}
+
+/// Runs worker `index` on this (model) thread as [`run`] does, starting as `start` says.
+#[cfg(all(test, any(loom, shuttle)))]
+pub(super) fn run_model(
+    shared: Arc<Shared>,
+    index: usize,
+    local: Local<Runnable>,
+    start: ModelStart,
+) -> Local<Runnable> {
+    run_worker(
+        Worker::new(shared, index, local, false),
+        |worker| match start {
+            ModelStart::Running { searching } => worker.core.borrow_mut().is_searching = searching,
+            ModelStart::Asleep => worker.sleep(None),
+        },
+    )
+}
+
+/// This (model) thread as worker `index`, inside a poll that outlasts the model: what it
+/// schedules goes through [`schedule_local`] as from any running task, until this drops.
+#[cfg(all(test, any(loom, shuttle)))]
+pub(super) struct BusyWorker {
+    worker: Box<Worker>,
+}
+
+#[cfg(all(test, any(loom, shuttle)))]
+impl BusyWorker {
+    pub(super) fn enter(shared: Arc<Shared>, index: usize, local: Local<Runnable>) -> BusyWorker {
+        let worker = Box::new(Worker::new(shared, index, local, false));
+        CURRENT.with(|c| c.set(&*worker));
+        BusyWorker { worker }
+    }
+
+    /// The poll returns and the worker runs its next slot, as `next_task` would first; that
+    /// poll outlasts the model too.
+    pub(super) fn run_next_slot(&self) {
+        if let Some(task) = self.worker.remote().take_next() {
+            self.worker.run_task(task);
+        }
+    }
+
+    pub(super) fn local_is_empty(&self) -> bool {
+        self.worker.core.borrow().local.is_empty()
+    }
+}
+
+#[cfg(all(test, any(loom, shuttle)))]
+impl Drop for BusyWorker {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(ptr::null()));
+    }
+}
+
 impl Worker {
+    fn new(shared: Arc<Shared>, index: usize, local: Local<Runnable>, helper: bool) -> Worker {
+        Worker {
+            shared_ptr: Arc::as_ptr(&shared),
+            shared,
+            helper,
+            index,
+            core: RefCell::new(Core {
+                local,
+                tick: 0,
+                next_streak: 0,
+                is_searching: false,
+                rng: seed(),
+            }),
+        }
+    }
+
     fn remote(&self) -> &Remote {
         &self.shared.remotes[self.index]
     }
@@ -389,7 +467,7 @@ impl Worker {
         #[cfg(not(any(loom, shuttle)))]
         let poll = self.shared.io_to_poll().and_then(|io| io.try_poll());
         #[cfg(any(loom, shuttle))]
-        let poll: Option<()> = None;
+        let poll: Option<PollToken<'_>> = None;
         if self
             .shared
             .idle
@@ -397,6 +475,13 @@ impl Worker {
         {
             self.shared.notify_if_work_pending();
         }
+        self.sleep(poll);
+    }
+
+    /// The wait at the end of [`park`](Self::park), with the idle bookkeeping done: sleeps
+    /// (waiting in the OS with `poll`, the poll token, if it has it) until the pool shuts down
+    /// or this worker is really chosen (then as a searcher, as whoever woke it counted it).
+    fn sleep(&self, poll: Option<PollToken<'_>>) {
         let mut poll = poll;
         loop {
             // Set only by the OS poll and the timers, which the models leave out.
@@ -426,7 +511,7 @@ impl Worker {
                     });
                 }),
                 #[cfg(any(loom, shuttle))]
-                Some(()) => unreachable!("no IO driver in the models"),
+                Some(_) => unreachable!("no IO driver in the models"),
                 None => match timeout {
                     Some(timeout) => self.remote().parker.park_timeout(timeout),
                     None => self.remote().parker.park(),

@@ -10,9 +10,9 @@ use std::ptr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::{RawWakerVTable, Waker};
 
-thread_local! {
+coro_loom::thread_local_const! {
     /// The header of the task being polled on this thread.
-    static CURRENT: Cell<*const TaskHeader> = const { Cell::new(ptr::null()) };
+    static CURRENT: Cell<*const TaskHeader> = Cell::new(ptr::null());
 }
 
 /// Marks `header`'s task running on this thread until the guard drops, which marks it suspended
@@ -61,13 +61,13 @@ pub(crate) fn header<'a>() -> Option<&'a TaskHeader> {
     CURRENT.with(|c| unsafe { c.get().as_ref() })
 }
 
-thread_local! {
+coro_loom::thread_local_const! {
     /// The identity (data and vtable) of the waker of the task being polled on this thread,
     /// while it is polled. A coro task's own waker runs no user code when cloned, woken or
     /// dropped (a user executor's panicking `schedule` is caught: see `ExecutorHandle::spawn`),
     /// so a handle polled with it, the common `handle.await` inside a task, hands it to
     /// async-task directly instead of through its relay waker (`join.rs`).
-    static TASK_WAKER: Cell<WakerId> = const { Cell::new((ptr::null(), ptr::null())) };
+    static TASK_WAKER: Cell<WakerId> = Cell::new((ptr::null(), ptr::null()));
 }
 
 type WakerId = (*const (), *const RawWakerVTable);

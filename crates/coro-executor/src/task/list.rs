@@ -30,11 +30,11 @@ use std::cell::Cell;
 use std::ptr::{self, NonNull};
 use std::task::Waker;
 
-thread_local! {
+coro_loom::thread_local_const! {
     /// The task-list shard this thread's spawns list their tasks in: a worker's own index (see
     /// [`set_shard_hint`]), or for any other thread a random value past every worker index (see
     /// `TaskList::insert`).
-    static SHARD_HINT: Cell<usize> = const { Cell::new(usize::MAX) };
+    static SHARD_HINT: Cell<usize> = Cell::new(usize::MAX);
 }
 
 /// The task-list shard hint of this thread (see `SHARD_HINT`). A fixed shard per thread keeps
