@@ -19,7 +19,7 @@ mod token;
 mod wait;
 
 #[cfg(all(test, loom))]
-mod loom_tests;
+mod loom_cancel;
 
 pub use callback::CancellationCallback;
 pub use cancellable::{Cancellable, cancellable, safe_point};

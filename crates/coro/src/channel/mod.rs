@@ -61,7 +61,7 @@ mod receiver;
 mod sender;
 
 #[cfg(all(test, loom))]
-mod loom_tests;
+mod loom_channel;
 
 pub use error::{RecvError, SendError, TryRecvError, TrySendError};
 pub use receiver::{Receiver, RecvFuture};

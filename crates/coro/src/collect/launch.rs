@@ -17,8 +17,11 @@
 //! unstarted child and drives it as a task there (offering the rest in turn while it runs, so
 //! the work spreads over every idle worker).
 
+// Loom models of the launch: `collect/loom_launch.rs`, a child module so that it can reach
+// the launch's private state.
 #[cfg(all(test, loom))]
-mod loom_tests;
+#[path = "loom_launch.rs"]
+mod loom_launch;
 
 use super::children::Failure;
 use super::slot::ChildSlots;

@@ -48,7 +48,7 @@ pub(crate) mod waiters;
 mod wakers;
 
 #[cfg(all(test, loom))]
-mod loom_tests;
+mod loom_sync;
 
 pub use barrier::{Barrier, BarrierWait, BarrierWaitResult};
 pub use baton::{Baton, Wait};
