@@ -28,8 +28,15 @@ fn wait_all<T: Send + 'static>(what: &str, handles: Vec<JoinHandle<T>>) -> Vec<T
         .unwrap_or_else(|_| panic!("hung: not every {what} resolved within {TIMEOUT:?}"))
 }
 
+/// A pool of one worker whose monitor never hands its queued work off: these tests hold the
+/// worker in a poll and look at its queues, and after the default 10 ms (which a sanitizer
+/// build's 1,000 spawns can take) a handoff would run that work on a helper thread.
 fn one_worker() -> ThreadPool {
-    ThreadPool::new(1).unwrap()
+    ThreadPool::builder()
+        .worker_threads(1)
+        .handoff_after(Duration::from_secs(3600))
+        .build()
+        .unwrap()
 }
 
 /// Receives from `rx`, sending on `pending_tx` once `rx` has returned `Pending` (so that the task
