@@ -4,7 +4,10 @@
 //! Erased through a thin pointer and a release function stored in the executor's state (its
 //! first field), rather than an `Arc<dyn Trait>`: the header stays one word smaller (a fat
 //! pointer would add 8 bytes to every task), and the schedule path reads the executor's state
-//! through a plain cast, as it did when the field was typed. Only a pool makes these today.
+//! through a plain cast, as it did when the field was typed. Measured when it was erased
+//! (callgrind, `benches/examples/tracing_instructions.rs` on a pool worker, per operation):
+//! spawn 2210.5 -> 2209.9 instructions, yield 499.9 -> 501.7, the header still 40 bytes; so it
+//! is erased rather than kept typed with an import of the pool. Only a pool makes these today.
 
 use std::ptr::NonNull;
 
