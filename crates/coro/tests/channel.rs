@@ -70,6 +70,37 @@ fn a_full_channel_makes_senders_wait_in_order() {
 }
 
 #[test]
+fn a_send_that_finds_room_goes_in_and_a_granted_send_it_passed_goes_back_to_the_front() {
+    let (tx, rx) = channel::bounded(1);
+    tx.try_send(0).unwrap();
+    let mut first = pin!(tx.send(1));
+    let mut second = pin!(tx.send(2));
+    assert!(poll_once(first.as_mut()).is_pending());
+    assert!(poll_once(second.as_mut()).is_pending());
+    // Room: granted to `first`, but a send that never waited finds it first.
+    assert_eq!(rx.try_recv(), Ok(0));
+    assert_eq!(
+        tx.try_send(9),
+        Ok(()),
+        "a send that finds room goes in at once"
+    );
+    // `first` lost its place: it waits again, still ahead of `second`.
+    assert!(poll_once(first.as_mut()).is_pending());
+    assert_eq!(rx.try_recv(), Ok(9));
+    assert!(poll_once(second.as_mut()).is_pending());
+    assert_eq!(poll_once(first.as_mut()), Poll::Ready(Ok(())));
+    assert_eq!(rx.try_recv(), Ok(1));
+    assert_eq!(poll_once(second.as_mut()), Poll::Ready(Ok(())));
+    assert_eq!(rx.try_recv(), Ok(2));
+}
+
+#[test]
+#[should_panic(expected = "does not fit in memory; use coro::channel::unbounded()")]
+fn a_bounded_channel_larger_than_memory_panics_with_a_clear_message() {
+    let _ = channel::bounded::<u64>(usize::MAX);
+}
+
+#[test]
 fn rendezvous_send_completes_only_when_a_receiver_takes_the_value() {
     let (tx, rx) = channel::bounded(0);
     assert_eq!(tx.capacity(), Some(0));

@@ -1,9 +1,10 @@
 //! [`Chan`]: the state every sender and receiver of one channel share, and the two operations
 //! that move values through it.
 //!
-//! Everything lives under one short mutex, as in Go's `hchan`: the buffer, the closed flag and
-//! two FIFO queues of waiters (the [`WaitList`] of `coro::sync`), sends waiting for room and
-//! receives waiting for a value.
+//! The waiting lives under one short mutex, as in Go's `hchan`: the closed flag and two FIFO
+//! queues of waiters (the [`WaitList`] of `coro::sync`), sends waiting for room and receives
+//! waiting for a value. The values themselves pass through a lock-free queue while nobody waits
+//! (see the last points).
 //!
 //! - A send that finds a receive waiting puts its value straight into that receive's slot and
 //!   wakes it (from a pool worker, into that worker's next slot, so it runs as soon as the
@@ -24,20 +25,32 @@
 //!   reads without the lock when it runs (Go's `sudog`): one lock per message on that path.
 //! - A receive that was handed a value and then dropped before taking it gives the value back:
 //!   to the next waiting receive, or to the front of the buffer, so it is delivered exactly
-//!   once and ahead of everything sent after it. That may take the buffer past its capacity for
-//!   a while; sends wait until it is back under.
+//!   once and ahead of everything sent after it.
 //!
-//! - An unbounded channel buffers in a lock-free queue (`concurrent-queue`, as async-channel
-//!   does) instead: while no receive waits, a send pushes there and a receive pops there without
-//!   the lock, so producers and consumers on different workers do not meet on the mutex for
-//!   every value. A receive that finds the queue empty queues under the lock as above; a send
-//!   that sees receives waiting delivers under the lock, feeding them what the queue holds
-//!   first, so one sender's values stay in order. The two meet as a Dekker pair: a send pushes,
-//!   fences, and reads `waiting_recvs`; a queuing receive stores it, fences, and looks at the
-//!   queue again; at least one of them sees the other. Closing closes the queue under the lock,
-//!   so a push either lands before the close (and is drained like any buffered value) or fails.
-//!   Values given back by dropped receives still go to the front of `State::buffer`, which
-//!   receives take first (`given_back` says when it holds any).
+//! - A buffered channel (unbounded, or bounded with a capacity above 0) keeps its values in a
+//!   lock-free queue (`concurrent-queue`, as async-channel does) instead: while nobody waits, a
+//!   send pushes there and a receive pops there without the lock, so producers and consumers on
+//!   different workers do not meet on the mutex for every value. Only a send that finds the
+//!   queue full, a receive that finds it empty, and whoever must wake them take the lock.
+//!   - A receive that finds the queue empty queues under the lock as above; a send that sees
+//!     receives waiting delivers under the lock, feeding them what the queue holds first, so one
+//!     sender's values stay in order. The two meet as a Dekker pair: a send pushes, fences, and
+//!     reads `waiting_recvs`; a queuing receive stores it, fences, and looks at the queue again;
+//!     at least one of them sees the other.
+//!   - A send that finds the queue full queues under the lock; a receive that pops while sends
+//!     wait grants the first of them under the lock. The second Dekker pair: the first send to
+//!     queue stores `waiting_sends`, fences, and tries the queue again; a receive pops, fences,
+//!     and reads `waiting_sends`.
+//!   - While receives wait, sends take the lock, so receives are never overtaken. Sends that
+//!     wait do not stop a send that finds room from pushing (as with async-channel and flume):
+//!     requiring the lock of every send while one waits made a full channel stay full, every
+//!     value waking one producer (see `mpmc_bounded` in benches/README). Under the lock
+//!     the places granted to waiting sends are theirs; a granted send whose place a lock-free
+//!     push took finds the queue full and goes back to the front of the line.
+//!   - Closing closes the queue under the lock, so a push either lands before the close (and
+//!     is drained like any buffered value) or fails.
+//!   - Values given back by dropped receives go to the front of `State::buffer`, which receives
+//!     take first (`given_back` says when it holds any); they ride over the capacity until taken.
 //!
 //! Wakers are woken, and values dropped, only after the mutex is released: both may run user
 //! code, which may use this channel again.
@@ -66,12 +79,15 @@ pub(crate) struct Chan<T> {
     /// reporting `Closed` (the value may come back, if its receive is dropped), and the close
     /// releases waiting receives only once nothing is in flight (see `value_taken`).
     in_flight: AtomicUsize,
-    /// An unbounded channel's buffer (see the module docs); `None` for bounded ones.
+    /// A buffered channel's values (see the module docs); `None` for a rendezvous channel.
     queue: Option<ConcurrentQueue<T>>,
-    /// Unbounded: receives queued in `State::recv_waiters`, for sends that look without the
+    /// Buffered: receives queued in `State::recv_waiters`, for sends that look without the
     /// lock. Written under the lock.
     waiting_recvs: AtomicUsize,
-    /// Unbounded: values in `State::buffer` (given back by dropped receives), which receives
+    /// Buffered: sends queued in `State::send_waiters` (not counting granted ones, which are
+    /// already woken), for receives that look without the lock. Written under the lock.
+    waiting_sends: AtomicUsize,
+    /// Buffered: values in `State::buffer` (given back by dropped receives), which receives
     /// must take before the queue's. Written under the lock.
     given_back: AtomicUsize,
 }
@@ -80,9 +96,11 @@ pub(crate) struct Chan<T> {
 const CLOSED: usize = 1 << (usize::BITS - 1);
 
 struct State<T> {
+    /// Values given back by receives dropped after they were handed one: the next to deliver,
+    /// ahead of the queue's.
     buffer: VecDeque<T>,
     closed: bool,
-    /// Granted sends that have not put their value in yet: each holds a place in the buffer
+    /// Granted sends that have not put their value in yet: each holds a place in the queue
     /// (or, on a rendezvous channel, a claim on a waiting receive).
     reserved: usize,
     /// Sends waiting for room (their values stay in their futures).
@@ -118,9 +136,24 @@ pub(crate) enum RecvAttempt<T> {
 impl<T> Chan<T> {
     /// A channel with one sender and one receiver.
     pub(crate) fn new(capacity: Option<usize>) -> Self {
+        let queue = match capacity {
+            None => Some(ConcurrentQueue::unbounded()),
+            Some(0) => None,
+            Some(cap) => {
+                // Each place holds a value and a stamp word (concurrent-queue's slot).
+                let place = size_of::<T>() + size_of::<usize>();
+                assert!(
+                    cap.checked_mul(place)
+                        .is_some_and(|bytes| bytes <= isize::MAX as usize),
+                    "coro::channel::bounded({cap}): a buffer of {cap} places does not fit in \
+                     memory; use coro::channel::unbounded() for a channel without a useful bound"
+                );
+                Some(ConcurrentQueue::bounded(cap))
+            }
+        };
         Chan {
             state: Mutex::new(State {
-                buffer: VecDeque::with_capacity(capacity.unwrap_or(0).min(1024)),
+                buffer: VecDeque::new(),
                 closed: false,
                 reserved: 0,
                 send_waiters: WaitList::new(),
@@ -130,39 +163,49 @@ impl<T> Chan<T> {
             senders: AtomicUsize::new(1),
             receivers: AtomicUsize::new(1),
             in_flight: AtomicUsize::new(0),
-            queue: capacity.is_none().then(ConcurrentQueue::unbounded),
+            queue,
             waiting_recvs: AtomicUsize::new(0),
+            waiting_sends: AtomicUsize::new(0),
             given_back: AtomicUsize::new(0),
         }
     }
 
-    /// Unbounded: publishes how many receives wait and how many values were given back, after
-    /// a change under the lock. SeqCst: one side of the Dekker pair of the module docs.
+    /// Buffered: publishes how many receives and sends wait and how many values were given
+    /// back, after a change under the lock. SeqCst: one side of the Dekker pairs of the module
+    /// docs.
     fn publish_counts(&self, state: &State<T>) {
         if self.queue.is_some() {
             self.waiting_recvs.store(state.recv_waiters.len(), SeqCst);
+            self.waiting_sends.store(state.send_waiters.len(), SeqCst);
             self.given_back.store(state.buffer.len(), SeqCst);
         }
     }
 
-    /// Unbounded: hands values to waiting receives, given-back ones first, then the queue's.
+    /// Buffered: hands values to waiting receives, given-back ones first, then the queue's;
+    /// room made in the queue goes to waiting sends.
     fn feed_waiters(&self, state: &mut State<T>, wakes: &mut WakeList) {
         let Some(queue) = &self.queue else { return };
+        let mut popped = false;
         while let Some(receiver) = state.recv_waiters.front() {
             let value = match state.buffer.pop_front() {
                 Some(value) => value,
                 None => match queue.pop() {
-                    Ok(value) => value,
+                    Ok(value) => {
+                        popped = true;
+                        value
+                    }
                     Err(_) => break,
                 },
             };
             self.hand_over(state, receiver, Some(value), wakes);
         }
+        if popped {
+            self.grant_senders(state, wakes);
+        }
         self.publish_counts(state);
     }
 
-    /// Unbounded: a send that found receives waiting, or saw them appear after it pushed:
-    /// under the lock, feeds them what is buffered.
+    /// Buffered: a send that saw receives appear after it pushed feeds them, under the lock.
     fn feed_waiters_locked(&self) {
         let mut wakes = WakeList::default();
         {
@@ -172,7 +215,19 @@ impl<T> Chan<T> {
         wakes.wake_all();
     }
 
-    /// Whether nothing is buffered (in `State::buffer` or an unbounded channel's queue).
+    /// Buffered: a receive that popped while sends wait grants them the room it made, under
+    /// the lock.
+    fn grant_senders_locked(&self) {
+        let mut wakes = WakeList::default();
+        {
+            let mut state = self.lock();
+            self.grant_senders(&mut state, &mut wakes);
+            self.publish_counts(&state);
+        }
+        wakes.wake_all();
+    }
+
+    /// Whether nothing is buffered (given back, or in a buffered channel's queue).
     fn buffer_is_empty(&self, state: &State<T>) -> bool {
         state.buffer.is_empty() && self.queue.as_ref().is_none_or(ConcurrentQueue::is_empty)
     }
@@ -190,13 +245,12 @@ impl<T> Chan<T> {
         self.capacity
     }
 
-    /// Whether one more waiting send can be granted: a place in the buffer nobody has reserved,
+    /// Whether one more waiting send can be granted: a place in the queue nobody has reserved,
     /// or on a rendezvous channel a waiting receive no granted send has claimed.
     fn can_grant_sender(&self, state: &State<T>) -> bool {
-        match self.capacity {
-            None => true,
-            Some(0) => state.recv_waiters.len() > state.reserved,
-            Some(cap) => state.buffer.len() + state.reserved < cap,
+        match (&self.queue, self.capacity) {
+            (None, _) => state.recv_waiters.len() > state.reserved,
+            (Some(queue), _) => self.has_unreserved_room(queue, state),
         }
     }
 
@@ -211,32 +265,94 @@ impl<T> Chan<T> {
         }
     }
 
-    /// Puts `value` in the channel: into the first waiting receive's handoff, else the buffer.
-    /// The caller has checked that it may.
-    fn deliver(&self, state: &mut State<T>, value: T, wakes: &mut WakeList) {
+    /// Whether `queue` has room that no granted send holds (under the lock, the places of
+    /// granted sends are theirs; only a send that never waited can take one, without it).
+    fn has_unreserved_room(&self, queue: &ConcurrentQueue<T>, state: &State<T>) -> bool {
+        self.capacity
+            .is_none_or(|cap| queue.len() + state.reserved < cap)
+    }
+
+    /// Puts `value` in the channel under the lock, if it may go now: into the first waiting
+    /// receive's handoff, else the queue. Gives it back when there is no room (a full queue,
+    /// or on a rendezvous channel no receive that a granted send has not claimed).
+    fn try_deliver(&self, state: &mut State<T>, value: T, wakes: &mut WakeList) -> Result<(), T> {
+        let Some(queue) = &self.queue else {
+            if state.recv_waiters.len() <= state.reserved {
+                return Err(value);
+            }
+            let receiver = state.recv_waiters.front().expect("a waiting receive");
+            self.hand_over(state, receiver, Some(value), wakes);
+            return Ok(());
+        };
+        // What the queue holds goes first: it may be this sender's earlier values.
+        self.feed_waiters(state, wakes);
+        if let Some(receiver) = state.recv_waiters.front() {
+            self.hand_over(state, receiver, Some(value), wakes);
+            self.publish_counts(state);
+            return Ok(());
+        }
+        if !self.has_unreserved_room(queue, state) {
+            return Err(value);
+        }
+        match queue.push(value) {
+            Ok(()) => Ok(()),
+            Err(PushError::Full(value)) => Err(value),
+            // The caller saw the channel open under this lock, and the queue is only closed
+            // under it, with the channel.
+            Err(PushError::Closed(_)) => unreachable!("a channel's queue is closed only with it"),
+        }
+    }
+
+    /// Under the lock, with no send ahead in line: puts the value in `value` in the channel
+    /// (taking it), or queues the send with `waker` (at the front if `first`, a granted send
+    /// that found no room after all), or reports `Full` when there is no waker.
+    fn send_or_queue(
+        &self,
+        state: &mut State<T>,
+        value: &mut Option<T>,
+        waker: Option<&Waker>,
+        first: bool,
+        wakes: &mut WakeList,
+    ) -> SendAttempt {
+        let taken = value.take().expect("a coro::channel send without a value");
+        let mut unsent = match self.try_deliver(state, taken, wakes) {
+            Ok(()) => return SendAttempt::Sent,
+            Err(unsent) => unsent,
+        };
+        let Some(waker) = waker else {
+            *value = Some(unsent);
+            return SendAttempt::Full;
+        };
         if let Some(queue) = &self.queue {
-            // What the queue holds goes first: it may be this sender's earlier values.
-            self.feed_waiters(state, wakes);
-            match state.recv_waiters.front() {
-                Some(receiver) => {
-                    self.hand_over(state, receiver, Some(value), wakes);
-                    self.publish_counts(state);
-                }
-                // The caller saw the channel open under this lock, and the queue is only
-                // closed under it, with the channel: the push cannot fail.
-                None => {
-                    if queue.push(value).is_err() {
-                        unreachable!("an unbounded channel's queue is closed only with it");
+            if state.send_waiters.is_empty() {
+                // The second Dekker pair of the module docs: a receive that popped meanwhile
+                // and did not see this send is seen here. (No receive waits: `try_deliver`
+                // served them, and they queue only under this lock.)
+                self.waiting_sends.store(1, SeqCst);
+                fence(SeqCst);
+                if self.has_unreserved_room(queue, state) {
+                    match queue.push(unsent) {
+                        Ok(()) => {
+                            self.waiting_sends.store(0, SeqCst);
+                            return SendAttempt::Sent;
+                        }
+                        Err(PushError::Full(back)) => unsent = back,
+                        Err(PushError::Closed(_)) => {
+                            unreachable!("a channel's queue is closed only with it")
+                        }
                     }
                 }
             }
-            return;
         }
-        match state.recv_waiters.front() {
-            // A receive waits only while the buffer is empty: hand the value over.
-            Some(receiver) => self.hand_over(state, receiver, Some(value), wakes),
-            None => state.buffer.push_back(value),
-        }
+        *value = Some(unsent);
+        let waker = waker.clone();
+        let key = if first {
+            state.send_waiters.push_front((), waker)
+        } else {
+            state.send_waiters.push_back((), waker)
+        };
+        self.publish_counts(state);
+        SendAttempt::Queued(key)
     }
 
     /// Grants the queued receive `receiver` `value` (`None`: closed), under the lock.
@@ -259,44 +375,44 @@ impl<T> Chan<T> {
     }
 
     /// Sends the value in `value` now (taking it), or queues with `waker` (or reports `Full`
-    /// when there is none). Waiting sends go first: a new one never overtakes them.
+    /// when there is none). A send that must wait queues behind those already waiting.
     pub(crate) fn start_send(&self, value: &mut Option<T>, waker: Option<&Waker>) -> SendAttempt {
         if let Some(queue) = &self.queue {
+            // Sends that wait do not stop this one from taking room it finds (see the module
+            // docs); receives that wait do, since they are served first.
             if self.waiting_recvs.load(SeqCst) == 0 {
                 let taken = value.take().expect("a coro::channel send without a value");
-                if let Err(PushError::Closed(back) | PushError::Full(back)) = queue.push(taken) {
-                    *value = Some(back);
-                    return SendAttempt::Closed;
+                match queue.push(taken) {
+                    Ok(()) => {
+                        // The first Dekker pair of the module docs: a receive that queued
+                        // meanwhile and did not see this value is seen here, and fed under
+                        // the lock.
+                        fence(SeqCst);
+                        if self.waiting_recvs.load(SeqCst) != 0 {
+                            self.feed_waiters_locked();
+                        }
+                        return SendAttempt::Sent;
+                    }
+                    Err(PushError::Closed(back)) => {
+                        *value = Some(back);
+                        return SendAttempt::Closed;
+                    }
+                    // Full: wait, under the lock.
+                    Err(PushError::Full(back)) => *value = Some(back),
                 }
-                // The Dekker pair of the module docs: a receive that queued meanwhile and did
-                // not see this value is seen here, and fed under the lock.
-                fence(SeqCst);
-                if self.waiting_recvs.load(SeqCst) != 0 {
-                    self.feed_waiters_locked();
-                }
-                return SendAttempt::Sent;
             }
         }
         let mut wakes = WakeList::default();
         let attempt = {
             let mut state = self.lock();
-            let now = state.send_waiters.is_empty()
-                && match self.capacity {
-                    None => true,
-                    Some(0) => state.recv_waiters.len() > state.reserved,
-                    Some(cap) => {
-                        !state.recv_waiters.is_empty() || state.buffer.len() + state.reserved < cap
-                    }
-                };
             if state.closed {
                 SendAttempt::Closed
-            } else if now {
-                let value = value.take().expect("a coro::channel send without a value");
-                self.deliver(&mut state, value, &mut wakes);
-                SendAttempt::Sent
+            } else if state.send_waiters.is_empty() {
+                self.send_or_queue(&mut state, value, waker, false, &mut wakes)
             } else if let Some(waker) = waker {
-                let waker = waker.clone();
-                SendAttempt::Queued(state.send_waiters.push_back((), waker))
+                let key = state.send_waiters.push_back((), waker.clone());
+                self.publish_counts(&state);
+                SendAttempt::Queued(key)
             } else {
                 SendAttempt::Full
             }
@@ -307,8 +423,9 @@ impl<T> Chan<T> {
 
     /// Whether the queued send `*key` is done: `Ready(Ok(()))` once it put the value in `value`
     /// into the channel (taking it), `Ready(Err(()))` if the channel closed first (the value
-    /// stays). Pending, it keeps `waker`; a rendezvous send whose receive went away meanwhile
-    /// queues again at the front (`*key` changes).
+    /// stays). Pending, it keeps `waker`; a send whose room went away meanwhile (its receive,
+    /// on a rendezvous channel; its place in the queue, to a send that raced it) queues again
+    /// at the front (`*key` changes).
     pub(crate) fn poll_send_grant(
         &self,
         key: &mut Key,
@@ -327,15 +444,22 @@ impl<T> Chan<T> {
                     state.send_waiters.remove(*key);
                     state.reserved -= 1;
                     if state.closed {
+                        self.publish_counts(&state);
                         Poll::Ready(Err(()))
-                    } else if self.capacity == Some(0) && state.recv_waiters.is_empty() {
-                        // The receive this grant was for is gone: wait again, first in line.
-                        *key = state.send_waiters.push_front((), waker.clone());
-                        Poll::Pending
                     } else {
-                        let value = value.take().expect("a coro::channel send without a value");
-                        self.deliver(&mut state, value, &mut wakes);
-                        Poll::Ready(Ok(()))
+                        match self.send_or_queue(&mut state, value, Some(waker), true, &mut wakes) {
+                            SendAttempt::Sent => {
+                                self.publish_counts(&state);
+                                Poll::Ready(Ok(()))
+                            }
+                            SendAttempt::Queued(again) => {
+                                *key = again;
+                                Poll::Pending
+                            }
+                            SendAttempt::Closed | SendAttempt::Full => {
+                                unreachable!("a send with a waker on an open channel")
+                            }
+                        }
                     }
                 }
             }
@@ -354,6 +478,7 @@ impl<T> Chan<T> {
                 state.reserved -= 1;
                 self.grant_senders(&mut state, &mut wakes);
             }
+            self.publish_counts(&state);
         }
         wakes.wake_all();
     }
@@ -370,6 +495,12 @@ impl<T> Chan<T> {
             // nothing was given back (which goes first).
             if self.waiting_recvs.load(SeqCst) == 0 && self.given_back.load(SeqCst) == 0 {
                 if let Ok(value) = queue.pop() {
+                    // The second Dekker pair of the module docs: room was made; a send that
+                    // queued meanwhile and did not see it is seen here, and granted.
+                    fence(SeqCst);
+                    if self.waiting_sends.load(SeqCst) != 0 {
+                        self.grant_senders_locked();
+                    }
                     return RecvAttempt::Received(value);
                 }
             }
@@ -402,8 +533,9 @@ impl<T> Chan<T> {
                 // On a rendezvous channel a waiting receive is what a send waits for.
                 self.grant_senders(&mut state, &mut wakes);
                 if self.queue.is_some() {
-                    // The other side of the Dekker pair: published, fenced, then the queue is
-                    // looked at again (a value pushed meanwhile goes to the first waiter).
+                    // The other side of the first Dekker pair: published, fenced, then the
+                    // queue is looked at again (a value pushed meanwhile goes to the first
+                    // waiter).
                     self.publish_counts(&state);
                     fence(SeqCst);
                     self.feed_waiters(&mut state, &mut wakes);
@@ -540,6 +672,7 @@ impl<T> Chan<T> {
                 // Receives wait only while nothing is buffered; if a value is still in flight
                 // they wait for it to be taken (or given back to one of them).
                 self.release_if_drained(&mut state, &mut wakes);
+                self.publish_counts(&state);
                 true
             }
         };

@@ -31,6 +31,16 @@
 //!   waiting beside a pushed value, and one sender's two values arrive in order.
 //! - `loom_channel_unbounded_close_races_send_and_receive`: `close` racing a lock-free push and
 //!   a receive: the value is received, or the send fails with it; never sent and lost.
+//! - `loom_channel_bounded_full_send_races_lock_free_receive`: a send that finds a bounded(1)
+//!   channel full and queues, racing a receive that pops without the lock: the second Dekker
+//!   pair (queue, fence, try again; pop, fence, look for waiting sends) never leaves the send
+//!   waiting beside free room.
+//! - `loom_channel_bounded_granted_send_races_a_newcomer`: room granted to a waiting send is
+//!   taken first by a send that never waited (which takes room it finds without the lock): the
+//!   granted send goes back to the front and still completes; both values arrive exactly once.
+//! - `loom_channel_bounded_close_races_full_send_and_receive`: `close` racing a send waiting on
+//!   a full bounded(1) channel and a receive: the send either delivered (and its value is
+//!   drained after the first) or failed with its value back.
 
 use super::{RecvError, SendError, TryRecvError, bounded, oneshot, unbounded};
 use coro_loom::sync::Arc;
@@ -244,6 +254,93 @@ fn loom_channel_unbounded_close_races_send_and_receive() {
         match (sent, received) {
             (Ok(()), Ok(5)) => {}
             (Err(SendError(5)), Err(RecvError)) => {}
+            other => panic!("delivered once or given back, got {other:?}"),
+        }
+    });
+}
+
+#[test]
+fn loom_channel_bounded_full_send_races_lock_free_receive() {
+    loom::model(|| {
+        let (tx, rx) = bounded::<u32>(1);
+        tx.try_send(0).unwrap();
+        let sender = thread::spawn(move || block_on(tx.send(1)));
+        assert_eq!(block_on(rx.recv()), Ok(0));
+        // The room this receive made is enough: nothing else happens until the send is done.
+        assert_eq!(sender.join().unwrap(), Ok(()));
+        assert_eq!(rx.try_recv(), Ok(1));
+    });
+}
+
+#[test]
+fn loom_channel_bounded_granted_send_races_a_newcomer() {
+    loom::model(|| {
+        let (tx, rx) = bounded::<u32>(1);
+        tx.try_send(0).unwrap();
+        let tx = Arc::new(tx);
+        let mut waiting = pin!(tx.send(1));
+        assert!(
+            poll_once(waiting.as_mut()).is_pending(),
+            "full: the send waits"
+        );
+        let newcomer = {
+            let tx = tx.clone();
+            thread::spawn(move || block_on(tx.send(2)))
+        };
+        // Room: granted to the waiting send, unless the newcomer takes it first.
+        assert_eq!(rx.try_recv(), Ok(0));
+        let mut got = Vec::new();
+        let mut waiting_done = false;
+        while got.len() < 2 {
+            if !waiting_done {
+                match poll_once(waiting.as_mut()) {
+                    Poll::Ready(sent) => {
+                        sent.unwrap();
+                        waiting_done = true;
+                    }
+                    Poll::Pending => {}
+                }
+            }
+            match rx.try_recv() {
+                Ok(value) => got.push(value),
+                Err(TryRecvError::Empty) => thread::yield_now(),
+                Err(TryRecvError::Closed) => panic!("the channel closed early"),
+            }
+        }
+        assert_eq!(newcomer.join().unwrap(), Ok(()));
+        got.sort_unstable();
+        assert_eq!(got, [1, 2], "each value exactly once");
+        assert!(waiting_done || poll_once(waiting.as_mut()) == Poll::Ready(Ok(())));
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    });
+}
+
+#[test]
+fn loom_channel_bounded_close_races_full_send_and_receive() {
+    loom::model(|| {
+        let (tx, rx) = bounded::<u32>(1);
+        tx.try_send(0).unwrap();
+        let rx = Arc::new(rx);
+        let closer = {
+            let rx = rx.clone();
+            thread::spawn(move || {
+                rx.close();
+            })
+        };
+        let receiver = {
+            let rx = rx.clone();
+            thread::spawn(move || block_on(rx_recv_owned(rx)))
+        };
+        let sent = block_on(tx.send(1));
+        closer.join().unwrap();
+        assert_eq!(
+            receiver.join().unwrap(),
+            Ok(0),
+            "buffered values survive the close"
+        );
+        match (sent, rx.try_recv()) {
+            (Ok(()), Ok(1)) => {}
+            (Err(SendError(1)), Err(TryRecvError::Closed)) => {}
             other => panic!("delivered once or given back, got {other:?}"),
         }
     });

@@ -8,6 +8,13 @@
 //! Rules every channel here keeps:
 //! - Messages from one sender arrive in the order it sent them; waiting senders and waiting
 //!   receivers are served first come, first served.
+//! - Values pass through a lock-free queue while nobody waits; the channel's lock is taken only
+//!   to wait and to wake. A waiting receiver is never overtaken: while one waits, every value
+//!   goes to the receiver that has waited longest. A send that finds room goes in at once, even
+//!   while other sends wait for room (as with async-channel and flume): room that frees up is
+//!   granted to the waiting sends in order, and a granted send whose place was taken by such a
+//!   newcomer goes back to the front of the line. Sends that had to wait thus never lose their
+//!   turn to each other, and a running producer never stops for one that is asleep.
 //! - A waiting receiver is handed the value directly by the sender, and woken (on a pool worker,
 //!   into that worker's next slot, so it runs as soon as the sender's task suspends); waking
 //!   happens outside the channel's lock.
@@ -47,11 +54,12 @@
 //! Layout: `chan` (the shared state and the send/receive algorithms), `handoff` (where a
 //! sender leaves a value for a waiting receive), `sender`, `receiver`, `oneshot`, `error`.
 //!
-//! Why not async-channel's design (a lock-free `concurrent-queue` plus `event-listener`): there a
-//! woken receiver must go back to the queue and may find its value taken by a receiver that was
-//! not waiting, and a rendezvous channel cannot be built on it. Handing the value to the
-//! receiver that has waited longest is what makes the channel FIFO-fair and lets a ping-pong
-//! run as two tasks taking turns on one worker.
+//! Why not async-channel's design (a lock-free `concurrent-queue` plus `event-listener`) as it
+//! is: there a woken receiver must go back to the queue and may find its value taken by a
+//! receiver that was not waiting, and a rendezvous channel cannot be built on it. Handing the
+//! value to the receiver that has waited longest is what makes the channel FIFO-fair and lets a
+//! ping-pong run as two tasks taking turns on one worker. The buffer is that same lock-free
+//! queue, so the values of a channel nobody waits on never meet the lock.
 
 mod chan;
 mod error;
@@ -72,6 +80,14 @@ use coro_loom::sync::Arc;
 
 /// A channel buffering up to `cap` values; `cap == 0` makes a rendezvous channel (a send waits
 /// for a receiver to take its value, as Go's unbuffered `chan`).
+///
+/// The buffer's `cap` places are allocated up front, as Go's `make(chan T, cap)` and
+/// async-channel do: for a bound that is large or only a safety limit, prefer [`unbounded`].
+///
+/// # Panics
+///
+/// If `cap` places of `T` are more than the address space holds (`bounded(usize::MAX)`);
+/// a buffer that fits the address space but not the memory fails as any allocation does.
 ///
 /// ```
 /// # coro::block_wait(async {
