@@ -92,6 +92,21 @@ pub(crate) struct Chan<T> {
     given_back: AtomicUsize,
 }
 
+/// Stores `value` in `count`, a counter written only under the channel's lock, if it changed.
+///
+/// Relaxed: where a count going up must be seen by the other side of a Dekker pair, the writer
+/// fences (`SeqCst`) after publishing and before it looks again, as the other side does
+/// between its push or pop and its read of the count; two `SeqCst` fences order a store
+/// buffering pair of relaxed accesses. A count going down needs no order: a reader that still
+/// sees the old value takes the lock, where it learns the truth. Most changes under the lock
+/// leave most counts as they were, so the store is skipped when it would change nothing.
+#[inline]
+fn publish(count: &AtomicUsize, value: usize) {
+    if count.load(Relaxed) != value {
+        count.store(value, Relaxed);
+    }
+}
+
 /// The closed bit of `Chan::in_flight`.
 const CLOSED: usize = 1 << (usize::BITS - 1);
 
@@ -171,13 +186,14 @@ impl<T> Chan<T> {
     }
 
     /// Buffered: publishes how many receives and sends wait and how many values were given
-    /// back, after a change under the lock. SeqCst: one side of the Dekker pairs of the module
-    /// docs.
+    /// back, after a change under the lock (one side of the Dekker pairs of the module docs;
+    /// see [`publish`] for the ordering).
+    #[inline]
     fn publish_counts(&self, state: &State<T>) {
         if self.queue.is_some() {
-            self.waiting_recvs.store(state.recv_waiters.len(), SeqCst);
-            self.waiting_sends.store(state.send_waiters.len(), SeqCst);
-            self.given_back.store(state.buffer.len(), SeqCst);
+            publish(&self.waiting_recvs, state.recv_waiters.len());
+            publish(&self.waiting_sends, state.send_waiters.len());
+            publish(&self.given_back, state.buffer.len());
         }
     }
 
@@ -189,6 +205,8 @@ impl<T> Chan<T> {
         while let Some(receiver) = state.recv_waiters.front() {
             let value = match state.buffer.pop_front() {
                 Some(value) => value,
+                // A load first: a failed pop is a locked instruction.
+                None if queue.is_empty() => break,
                 None => match queue.pop() {
                     Ok(value) => {
                         popped = true;
@@ -285,7 +303,9 @@ impl<T> Chan<T> {
             return Ok(());
         };
         // What the queue holds goes first: it may be this sender's earlier values.
-        self.feed_waiters(state, wakes);
+        if !state.recv_waiters.is_empty() && !self.buffer_is_empty(state) {
+            self.feed_waiters(state, wakes);
+        }
         if let Some(receiver) = state.recv_waiters.front() {
             self.hand_over(state, receiver, Some(value), wakes);
             self.publish_counts(state);
@@ -328,12 +348,12 @@ impl<T> Chan<T> {
                 // The second Dekker pair of the module docs: a receive that popped meanwhile
                 // and did not see this send is seen here. (No receive waits: `try_deliver`
                 // served them, and they queue only under this lock.)
-                self.waiting_sends.store(1, SeqCst);
+                publish(&self.waiting_sends, 1);
                 fence(SeqCst);
                 if self.has_unreserved_room(queue, state) {
                     match queue.push(unsent) {
                         Ok(()) => {
-                            self.waiting_sends.store(0, SeqCst);
+                            publish(&self.waiting_sends, 0);
                             return SendAttempt::Sent;
                         }
                         Err(PushError::Full(back)) => unsent = back,
@@ -493,7 +513,10 @@ impl<T> Chan<T> {
         if let Some(queue) = &self.queue {
             // No lock while nobody waits (a newcomer does not overtake waiting receives) and
             // nothing was given back (which goes first).
-            if self.waiting_recvs.load(SeqCst) == 0 && self.given_back.load(SeqCst) == 0 {
+            if self.waiting_recvs.load(SeqCst) == 0
+                && self.given_back.load(SeqCst) == 0
+                && !queue.is_empty()
+            {
                 if let Ok(value) = queue.pop() {
                     // The second Dekker pair of the module docs: room was made; a send that
                     // queued meanwhile and did not see it is seen here, and granted.
@@ -510,10 +533,13 @@ impl<T> Chan<T> {
             let mut state = self.lock();
             let unqueued = match state.buffer.pop_front() {
                 Some(value) => Some(value),
-                // Waiting receives come first for the queue's values.
-                None if state.recv_waiters.is_empty() => {
-                    self.queue.as_ref().and_then(|queue| queue.pop().ok())
-                }
+                // Waiting receives come first for the queue's values. A load first: a failed pop
+                // is a locked instruction.
+                None if state.recv_waiters.is_empty() => self
+                    .queue
+                    .as_ref()
+                    .filter(|queue| !queue.is_empty())
+                    .and_then(|queue| queue.pop().ok()),
                 None => None,
             };
             if let Some(value) = unqueued {
@@ -538,7 +564,9 @@ impl<T> Chan<T> {
                     // waiter).
                     self.publish_counts(&state);
                     fence(SeqCst);
-                    self.feed_waiters(&mut state, &mut wakes);
+                    if !self.buffer_is_empty(&state) {
+                        self.feed_waiters(&mut state, &mut wakes);
+                    }
                 }
                 RecvAttempt::Queued(key)
             } else {

