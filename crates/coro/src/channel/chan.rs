@@ -512,11 +512,10 @@ impl<T> Chan<T> {
     ) -> RecvAttempt<T> {
         if let Some(queue) = &self.queue {
             // No lock while nobody waits (a newcomer does not overtake waiting receives) and
-            // nothing was given back (which goes first).
-            if self.waiting_recvs.load(SeqCst) == 0
-                && self.given_back.load(SeqCst) == 0
-                && !queue.is_empty()
-            {
+            // nothing was given back (which goes first). No look at the queue before the pop:
+            // `is_empty` reads the tail the producers write, and with it `mpmc_bounded` took
+            // twice as long and `pipeline` a quarter longer (alternating runs of each build).
+            if self.waiting_recvs.load(SeqCst) == 0 && self.given_back.load(SeqCst) == 0 {
                 if let Ok(value) = queue.pop() {
                     // The second Dekker pair of the module docs: room was made; a send that
                     // queued meanwhile and did not see it is seen here, and granted.
