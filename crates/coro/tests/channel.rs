@@ -452,6 +452,13 @@ async fn mpmc_stress_bounded_every_value_exactly_once() {
     mpmc_exactly_once(Some(16)).await;
 }
 
+/// Capacity 1: every send but the first of a burst finds the channel full, so granted sends
+/// race sends that find the room first (and go back to the front of the line) on every value.
+#[coro::test(worker_threads = 2, timeout_ms = 60_000)]
+async fn mpmc_stress_bounded_one_every_value_exactly_once() {
+    mpmc_exactly_once(Some(1)).await;
+}
+
 #[coro::test(worker_threads = 2, timeout_ms = 60_000)]
 async fn mpmc_stress_unbounded_every_value_exactly_once() {
     mpmc_exactly_once(None).await;
