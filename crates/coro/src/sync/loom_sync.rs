@@ -219,25 +219,32 @@ fn loom_semaphore_release_races_acquire_enqueue() {
     });
 }
 
+/// On another thread: an `acquire(2)` that finds too few permits free queues, then is
+/// dropped. Returns once it has queued; the thread's drop races whatever the caller does next.
+fn queue_then_drop_acquire_2(semaphore: &Arc<Semaphore>) -> thread::JoinHandle<()> {
+    let queued = Arc::new(AtomicBool::new(false));
+    let dropper = {
+        let (semaphore, queued) = (semaphore.clone(), queued.clone());
+        thread::spawn(move || {
+            let mut acquire = pin!(semaphore.acquire(2));
+            assert!(
+                poll_once(acquire.as_mut()).is_pending(),
+                "fewer than 2 permits are free"
+            );
+            queued.store(true, SeqCst);
+        })
+    };
+    wait_for(&queued);
+    dropper
+}
+
 #[test]
 fn loom_semaphore_dropped_acquire_races_release() {
     loom::model(|| {
         let semaphore = Arc::new(Semaphore::new(2));
         let held = semaphore.try_acquire(2).unwrap();
-        let queued = Arc::new(AtomicBool::new(false));
-        let dropper = {
-            let (semaphore, queued) = (semaphore.clone(), queued.clone());
-            thread::spawn(move || {
-                let mut acquire = pin!(semaphore.acquire(2));
-                assert!(
-                    poll_once(acquire.as_mut()).is_pending(),
-                    "no permit is free"
-                );
-                queued.store(true, SeqCst);
-                // Dropped, queued or just granted, while the permits come back.
-            })
-        };
-        wait_for(&queued);
+        // Dropped, queued or just granted, while the permits come back.
+        let dropper = queue_then_drop_acquire_2(&semaphore);
         drop(held);
         dropper.join().unwrap();
         assert_permits_back(&semaphore, 2);
@@ -249,19 +256,7 @@ fn loom_semaphore_dropped_acquire_lets_smaller_through() {
     loom::model(|| {
         let semaphore = Arc::new(Semaphore::new(2));
         let held = semaphore.try_acquire(1).unwrap();
-        let queued = Arc::new(AtomicBool::new(false));
-        let dropper = {
-            let (semaphore, queued) = (semaphore.clone(), queued.clone());
-            thread::spawn(move || {
-                let mut acquire = pin!(semaphore.acquire(2));
-                assert!(
-                    poll_once(acquire.as_mut()).is_pending(),
-                    "only one permit is free"
-                );
-                queued.store(true, SeqCst);
-            })
-        };
-        wait_for(&queued);
+        let dropper = queue_then_drop_acquire_2(&semaphore);
         // Queues behind the `acquire(2)` if it still waits (FIFO): its drop must grant us
         // the free permit.
         let one = block_on(semaphore.acquire(1));
