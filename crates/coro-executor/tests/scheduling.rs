@@ -1,5 +1,5 @@
 //! Integration tests that observe each rule of the pool's scheduling policy through
-//! `ThreadPool::metrics()`: the next slot (and its cap of 3 in a row), yields going to the back of
+//! `ThreadPool::metrics()`: the next slot (and its cap of 3 in a row while the queue waits), yields going to the back of
 //! the queue, overflow of a full local queue to the global queue, the global queue checked first
 //! every 61st tick, wake-ups from other threads not starved by a yield loop, the cap on searching
 //! workers, parking when idle, and the `BuildError` for zero workers.
@@ -163,6 +163,39 @@ fn next_slot_is_capped_at_3_in_a_row_so_a_ping_pong_does_not_starve_the_queue() 
     assert!(m.workers[0].next_slot_capped > 0, "{m:?}");
     // Far more next-slot polls than caps: the ping-pong mostly ran from the next slot.
     assert!(m.workers[0].next_slot_polls >= ROUNDS as u64, "{m:?}");
+}
+
+/// The cap serves the queue: with nothing queued, a ping-pong keeps running from the next slot
+/// instead of passing through the queue every fourth poll (a push and a pop for nothing).
+#[test]
+fn next_slot_is_not_capped_while_the_queue_is_empty() {
+    const ROUNDS: usize = 1000;
+    let pool = one_worker();
+    let (to_q, mut q_in) = fmpsc::unbounded::<usize>();
+    let (to_p, mut p_in) = fmpsc::unbounded::<usize>();
+    let q = pool.spawn(async move {
+        while let Some(n) = q_in.next().await {
+            to_p.unbounded_send(n).unwrap();
+        }
+    });
+    let p = pool.spawn(async move {
+        for n in 1..=ROUNDS {
+            to_q.unbounded_send(n).unwrap();
+            assert_eq!(p_in.next().await, Some(n));
+        }
+    });
+    wait("P", p).unwrap();
+    wait("Q", q).unwrap();
+    let m = pool.metrics();
+    assert_eq!(
+        m.workers[0].next_slot_capped, 0,
+        "the next slot was capped with nothing queued: {m:?}"
+    );
+    // Every round is two next-slot polls (Q woken by P, P woken by Q).
+    assert!(
+        m.workers[0].next_slot_polls >= 2 * ROUNDS as u64 - 2,
+        "{m:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -91,8 +91,8 @@ pub struct WorkerMetrics {
     /// Polls of a task taken from the next slot (the task most recently woken or spawned by the
     /// running task).
     pub next_slot_polls: u64,
-    /// Times the next slot held a task but had been used 3 times in a row, so the task went to
-    /// the back of the local queue and the queue was served.
+    /// Times the next slot held a task but had been used 3 times in a row while the local queue
+    /// held others, so the task went to the back of the queue and the queue was served.
     pub next_slot_capped: u64,
     /// Tasks that woke themselves while running (yielded) and went to the back of the queue.
     pub yielded_to_back: u64,

@@ -109,8 +109,7 @@ impl<T> Inner<T> {
 }
 
 impl<T> Local<T> {
-    /// Whether the ring is empty (a snapshot; for the models).
-    #[cfg(all(test, any(loom, shuttle)))]
+    /// Whether the ring is empty (a snapshot: a thief may have emptied it since).
     pub(crate) fn is_empty(&self) -> bool {
         self.inner.len() == 0
     }

@@ -2,8 +2,8 @@
 //!
 //! The loop is Go's `schedule()`/`findRunnable()` in miniature:
 //! 1. every 61st tick, the global queue first (so it is never starved by local work);
-//! 2. the next slot, at most 3 times in a row (a task and the one it wakes ping-pong without
-//!    queueing, but cannot monopolise the worker);
+//! 2. the next slot, at most 3 times in a row while the local queue holds tasks (a task and the
+//!    one it wakes ping-pong without queueing, but cannot keep the queue waiting);
 //! 3. the local queue, then the global queue;
 //! 4. searching: steal half of a random victim's queue or take from its posted offer, then the
 //!    global queue, for a bounded number of passes (one); then a victim's next slot, if its
@@ -26,7 +26,8 @@ use std::sync::Arc;
 /// Every this many ticks a worker takes from the global queue before its own (Go uses 61: a
 /// prime, so it does not fall into step with periodic work).
 const GLOBAL_QUEUE_INTERVAL: u32 = 61;
-/// How many times in a row the next slot may be served before the local queue gets a turn.
+/// How many times in a row the next slot may be served before the local queue, if it holds
+/// anything, gets a turn.
 const MAX_NEXT_STREAK: u8 = 3;
 /// The right to wait in the OS that a parking worker may hold (none in the models: no IO driver).
 #[cfg(not(any(loom, shuttle)))]
@@ -323,9 +324,12 @@ impl Worker {
             }
         }
         if remote.has_next() {
-            if core.next_streak < MAX_NEXT_STREAK {
+            // The cap is for the queue's sake: with nothing queued, moving the task through
+            // the queue would only cost a push and a pop (a quarter of all polls of a
+            // ping-pong; the global queue still gets its turn every 61st tick).
+            if core.next_streak < MAX_NEXT_STREAK || core.local.is_empty() {
                 if let Some(task) = remote.take_next() {
-                    core.next_streak += 1;
+                    core.next_streak = core.next_streak.saturating_add(1);
                     counters.next_slot_polls.add(1);
                     return Some(task);
                 }
