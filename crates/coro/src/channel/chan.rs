@@ -72,13 +72,16 @@ pub(crate) struct Chan<T> {
     senders: AtomicUsize,
     /// Live `Receiver` handles; the last one to go closes the channel and drops what is buffered.
     receivers: AtomicUsize,
-    /// The number of values handed to waiting receives and not taken yet, with [`CLOSED`] set
-    /// once the channel is closed: one word, so that the close and the taking of the last value
-    /// in flight are ordered by their read-modify-writes alone. While a value is in flight the
-    /// channel is not drained: a receive that finds it closed and empty waits instead of
-    /// reporting `Closed` (the value may come back, if its receive is dropped), and the close
-    /// releases waiting receives only once nothing is in flight (see `value_taken`).
-    in_flight: AtomicUsize,
+    /// The number of values receives took from their handoffs (modulo 2^63), with [`CLOSED`]
+    /// set once the channel is closed: one word, so that the close and the taking of the last
+    /// value in flight are ordered by their read-modify-writes alone. A value is *in flight*
+    /// from its hand-over (counted in `State::handed`, under the lock) until it is taken here;
+    /// while one is, the channel is not drained: a receive that finds it closed and empty waits
+    /// instead of reporting `Closed` (the value may come back, if its receive is dropped), and
+    /// the close releases waiting receives only once nothing is in flight (see `value_taken`).
+    /// Two counters, not one, so that the hand-over (under the lock) costs no read-modify-write:
+    /// one per message fewer than a shared count, which both sides would change.
+    taken: AtomicUsize,
     /// A buffered channel's values (see the module docs); `None` for a rendezvous channel.
     queue: Option<ConcurrentQueue<T>>,
     /// Buffered: receives queued in `State::recv_waiters`, for sends that look without the
@@ -107,7 +110,8 @@ fn publish(count: &AtomicUsize, value: usize) {
     }
 }
 
-/// The closed bit of `Chan::in_flight`.
+/// The closed bit of `Chan::taken`; the bits below it count (2^63 values, centuries of
+/// hand-overs, before they would reach it).
 const CLOSED: usize = 1 << (usize::BITS - 1);
 
 struct State<T> {
@@ -118,6 +122,9 @@ struct State<T> {
     /// Granted sends that have not put their value in yet: each holds a place in the queue
     /// (or, on a rendezvous channel, a claim on a waiting receive).
     reserved: usize,
+    /// Values handed over to waiting receives (modulo 2^63, as `Chan::taken`), less those given
+    /// back by receives dropped before they took them.
+    handed: usize,
     /// Sends waiting for room (their values stay in their futures).
     send_waiters: WaitList<()>,
     /// Receives waiting for a value, by their handoffs (see `handoff.rs`).
@@ -171,13 +178,14 @@ impl<T> Chan<T> {
                 buffer: VecDeque::new(),
                 closed: false,
                 reserved: 0,
+                handed: 0,
                 send_waiters: WaitList::new(),
                 recv_waiters: WaitList::new(),
             }),
             capacity,
             senders: AtomicUsize::new(1),
             receivers: AtomicUsize::new(1),
-            in_flight: AtomicUsize::new(0),
+            taken: AtomicUsize::new(0),
             queue,
             waiting_recvs: AtomicUsize::new(0),
             waiting_sends: AtomicUsize::new(0),
@@ -384,7 +392,7 @@ impl<T> Chan<T> {
         wakes: &mut WakeList,
     ) {
         if value.is_some() {
-            self.in_flight.fetch_add(1, AcqRel);
+            state.handed = state.handed.wrapping_add(1) & !CLOSED;
         }
         let handoff = state.recv_waiters.mode(receiver);
         state.recv_waiters.dismiss(receiver, wakes);
@@ -546,10 +554,7 @@ impl<T> Chan<T> {
                 self.grant_senders(&mut state, &mut wakes);
                 self.publish_counts(&state);
                 RecvAttempt::Received(value)
-            } else if state.closed
-                && self.buffer_is_empty(&state)
-                && self.in_flight.load(Acquire) & !CLOSED == 0
-            {
+            } else if state.closed && self.buffer_is_empty(&state) && !self.any_in_flight(&state) {
                 RecvAttempt::Closed
             } else if let (Some(handoff), Some(waker)) = (handoff, waker) {
                 let waker = waker.clone();
@@ -608,13 +613,20 @@ impl<T> Chan<T> {
         polled
     }
 
-    /// A value handed to a receive was taken. If it was the last one in flight on a closed
-    /// channel, the receives that waited for it to settle learn that the channel is drained.
+    /// Whether a value handed to a receive has not been taken yet (under the lock).
+    fn any_in_flight(&self, state: &State<T>) -> bool {
+        let taken = self.taken.load(Acquire) & !CLOSED;
+        state.handed.wrapping_sub(taken) & !CLOSED != 0
+    }
+
+    /// A value handed to a receive was taken. If the channel is closed, it may have been the
+    /// last one in flight: the receives that waited for it to settle may learn that the channel
+    /// is drained.
     fn value_taken(&self) {
-        // One read-modify-write on the word the close sets its bit in: either this takes the
-        // last value after the close (and releases the waiting receives), or the close comes
-        // after it and finds nothing in flight.
-        if self.in_flight.fetch_sub(1, AcqRel) == CLOSED | 1 {
+        // One read-modify-write on the word the close sets its bit in: either this take comes
+        // first and the close counts it, or the close comes first and this sees it, and looks
+        // under the lock (where `handed` is) whether it was the last.
+        if self.taken.fetch_add(1, AcqRel) & CLOSED != 0 {
             let mut wakes = WakeList::default();
             {
                 let mut state = self.lock();
@@ -627,10 +639,7 @@ impl<T> Chan<T> {
     /// On a closed channel with nothing buffered or in flight, grants every waiting receive
     /// "closed".
     fn release_if_drained(&self, state: &mut State<T>, wakes: &mut WakeList) {
-        if state.closed
-            && self.buffer_is_empty(state)
-            && self.in_flight.load(Acquire) & !CLOSED == 0
-        {
+        if state.closed && self.buffer_is_empty(state) && !self.any_in_flight(state) {
             while let Some(receiver) = state.recv_waiters.front() {
                 self.hand_over(state, receiver, None, wakes);
             }
@@ -656,7 +665,7 @@ impl<T> Chan<T> {
                 Some(Some(value)) => {
                     // No longer in flight: it goes to the next waiting receive (in flight
                     // again), back to the buffer, or nowhere.
-                    self.in_flight.fetch_sub(1, AcqRel);
+                    state.handed = state.handed.wrapping_sub(1) & !CLOSED;
                     let orphan = if let Some(next) = state.recv_waiters.front() {
                         self.hand_over(&mut state, next, Some(value), &mut wakes);
                         None
@@ -685,7 +694,7 @@ impl<T> Chan<T> {
                 false
             } else {
                 state.closed = true;
-                self.in_flight.fetch_or(CLOSED, AcqRel);
+                self.taken.fetch_or(CLOSED, AcqRel);
                 if let Some(queue) = &self.queue {
                     // Under the lock: a push either landed before (and is drained like any
                     // buffered value) or fails, and its send reports the close.
