@@ -143,10 +143,20 @@ impl Remote {
         NonNull::new(raw).map(|raw| unsafe { Runnable::from_raw(raw) })
     }
 
-    /// Puts a task in the next slot, returning the one it displaces.
+    /// Puts a task in the next slot, returning the one it displaces. Only the slot's owner calls
+    /// it (on its own thread), so a slot it sees empty stays empty until it fills it: thieves
+    /// only take.
     pub(crate) fn put_next(&self, runnable: Runnable) -> Option<Runnable> {
         let raw = runnable.into_raw().as_ptr();
-        // Release publishes the task to a thief's Acquire swap; Acquire takes over the old one.
+        if self.next.load(Relaxed).is_null() {
+            // Empty (the common case: the owner ran what it held), and nobody else can fill it:
+            // a plain store, not a locked swap. Release publishes the task to a thief's
+            // Acquire swap.
+            self.next.store(raw, Release);
+            return None;
+        }
+        // Release publishes the task to a thief's Acquire swap; Acquire takes over the old one
+        // (or finds it stolen meanwhile).
         let old = self.next.swap(raw, AcqRel);
         // SAFETY: as in `take_next`: the swap made us the only owner of the old pointer, which
         // came from `into_raw`.
