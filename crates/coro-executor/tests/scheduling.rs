@@ -445,6 +445,47 @@ fn at_most_half_of_the_workers_search_at_once() {
     burst_and_idle(2, 1);
 }
 
+/// A worker that found nothing keeps searching for a while (`SEARCH_LINGER`, 50 µs) while
+/// another worker runs, instead of parking at once: two tasks that wake each other into the
+/// next slot of one worker then do not wake the other worker (a futex wake) for most hand-offs.
+/// Without the linger the other worker was woken, found the task already run, and parked again
+/// about every 14 µs of the ping-pong.
+#[test]
+fn a_searcher_lingers_while_another_worker_ping_pongs_instead_of_parking_at_once() {
+    const ROUNDS: usize = 50_000;
+    let pool = ThreadPool::new(2).unwrap();
+    wait_until("the workers never parked at start", || {
+        sum(&pool.metrics(), |w| w.parks) >= 2
+    });
+    let parks_before = sum(&pool.metrics(), |w| w.parks);
+    let root = pool.spawn(async move {
+        let (to_q, mut q_in) = fmpsc::unbounded::<usize>();
+        let (to_p, mut p_in) = fmpsc::unbounded::<usize>();
+        let here = ExecutorHandle::current_pool().unwrap();
+        let q = here.spawn(async move {
+            while let Some(n) = q_in.next().await {
+                to_p.unbounded_send(n).unwrap();
+            }
+        });
+        for n in 1..=ROUNDS {
+            to_q.unbounded_send(n).unwrap();
+            assert_eq!(p_in.next().await, Some(n));
+        }
+        drop(to_q);
+        q.await.unwrap();
+    });
+    wait("the ping-pong", root).unwrap();
+    let m = pool.metrics();
+    let parks = sum(&m, |w| w.parks) - parks_before;
+    // A rate, so a bound with room: about 1 park per 20 µs of the ping-pong with the linger,
+    // 1 per 1,000 round trips or fewer here; without it, 1 per 14 µs (1 per 25 round trips).
+    assert!(
+        parks * 50 < ROUNDS as u64,
+        "{parks} parks during {ROUNDS} round trips: the idle worker was woken and parked again \
+         for a ping-pong that never needed it: {m:?}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Configuration errors
 

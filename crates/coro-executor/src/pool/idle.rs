@@ -197,6 +197,13 @@ impl Idle {
         searching(self.state.load(SeqCst))
     }
 
+    /// Whether a worker other than the caller (who is unparked) is unparked: one that may
+    /// still queue work for a searcher to take. A snapshot, for a heuristic.
+    #[cfg(not(any(loom, shuttle)))]
+    pub(crate) fn others_unparked(&self) -> bool {
+        unparked(self.state.load(Relaxed)) > 1
+    }
+
     /// The most workers ever seen searching at once.
     pub(crate) fn max_searching(&self) -> usize {
         self.max_searching.load(Relaxed)
