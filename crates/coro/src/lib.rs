@@ -325,6 +325,8 @@
 pub mod cancel;
 pub mod channel;
 mod collect;
+#[cfg(all(feature = "tokio-compat", not(any(loom, shuttle))))]
+pub mod compat;
 mod local;
 // The IO driver it stands on is left out of the loom and shuttle builds.
 #[cfg(all(unix, not(any(loom, shuttle))))]

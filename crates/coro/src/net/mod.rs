@@ -39,15 +39,43 @@
 //! # }).unwrap();
 //! ```
 //!
+//! # tokio's IO traits (feature `tokio-io`)
+//!
+//! With the `tokio-io` feature, [`TcpStream`], [`UnixStream`] and their split halves also
+//! implement [`tokio::io::AsyncRead`] and [`tokio::io::AsyncWrite`], over the same IO driver: no
+//! tokio runtime is started or needed. Crates that take any tokio-IO stream run on coro's own
+//! driver that way: tokio-postgres' `Config::connect_raw`, tokio-rustls, hyper-util's `TokioIo`,
+//! tonic over a connector. A read lands in tokio's `ReadBuf` in place (its unfilled,
+//! uninitialised part), with no zeroing and no copy.
+//!
+//! ```
+//! # #[cfg(feature = "tokio-io")] {
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//!
+//! # coro::block_wait(async {
+//! let (mut a, mut b) = coro::net::UnixStream::pair()?;
+//! a.write_all(b"tokio traits").await?; // tokio's extension traits, on coro's driver
+//! a.shutdown().await?;
+//! let mut got = String::new();
+//! b.read_to_string(&mut got).await?;
+//! assert_eq!(got, "tokio traits");
+//! assert!(tokio::runtime::Handle::try_current().is_err()); // no tokio runtime anywhere
+//! # std::io::Result::Ok(())
+//! # }).unwrap();
+//! # }
+//! ```
+//!
 //! Layout: `addr` (what `bind` and `connect` accept, resolved off the workers), `evented` (a
-//! registered socket and the retry-on-`WouldBlock` loop), `tcp`, `udp`, `unix`.
+//! registered socket and the retry-on-`WouldBlock` loop), `stream` (the reads, writes and trait
+//! impls every stream socket shares), `tcp`, `udp`, `unix`.
 
 mod addr;
 mod evented;
+mod stream;
 mod tcp;
 mod udp;
 #[cfg(unix)]
-mod unix;
+pub mod unix;
 
 pub use addr::ToSocketAddrs;
 pub use tcp::{Incoming, OwnedReadHalf, OwnedWriteHalf, TcpListener, TcpStream};

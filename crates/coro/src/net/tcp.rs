@@ -3,10 +3,10 @@
 use super::addr::{ToSocketAddrs, resolve, try_each};
 use super::cancel_aware;
 use super::evented::Evented;
+use super::stream::{impl_read, impl_write};
 use futures_core::Stream;
-use futures_io::{AsyncRead, AsyncWrite};
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr};
+use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -308,38 +308,6 @@ impl TryFrom<std::net::TcpStream> for TcpStream {
     }
 }
 
-fn poll_read(
-    inner: &Evented<std::net::TcpStream>,
-    cx: &mut Context<'_>,
-    buf: &mut [u8],
-) -> Poll<io::Result<usize>> {
-    inner.poll_read_with(cx, |mut s| s.read(buf))
-}
-
-fn poll_write(
-    inner: &Evented<std::net::TcpStream>,
-    cx: &mut Context<'_>,
-    buf: &[u8],
-) -> Poll<io::Result<usize>> {
-    inner.poll_write_with(cx, |mut s| s.write(buf))
-}
-
-fn poll_write_vectored(
-    inner: &Evented<std::net::TcpStream>,
-    cx: &mut Context<'_>,
-    bufs: &[io::IoSlice<'_>],
-) -> Poll<io::Result<usize>> {
-    inner.poll_write_with(cx, |mut s| s.write_vectored(bufs))
-}
-
-fn shutdown_write(inner: &Evented<std::net::TcpStream>) -> Poll<io::Result<()>> {
-    Poll::Ready(match inner.get_ref().shutdown(Shutdown::Write) {
-        // Already shut down, or the peer is gone: nothing left to close.
-        Err(err) if err.kind() == io::ErrorKind::NotConnected => Ok(()),
-        other => other,
-    })
-}
-
 /// The reading half of a [`TcpStream`] ([`TcpStream::into_split`]).
 ///
 /// ```
@@ -403,54 +371,7 @@ impl OwnedWriteHalf {
     }
 }
 
-/// `AsyncRead` for a type whose `inner` is the shared `Evented` stream.
-macro_rules! impl_async_read {
-    ($ty:ty) => {
-        impl AsyncRead for $ty {
-            fn poll_read(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                buf: &mut [u8],
-            ) -> Poll<io::Result<usize>> {
-                poll_read(&self.inner, cx, buf)
-            }
-        }
-    };
-}
-
-/// `AsyncWrite` for a type whose `inner` is the shared `Evented` stream: writes go straight to
-/// the socket (nothing is buffered, so flushing is a no-op), closing shuts down the write side.
-macro_rules! impl_async_write {
-    ($ty:ty) => {
-        impl AsyncWrite for $ty {
-            fn poll_write(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                buf: &[u8],
-            ) -> Poll<io::Result<usize>> {
-                poll_write(&self.inner, cx, buf)
-            }
-
-            fn poll_write_vectored(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                bufs: &[io::IoSlice<'_>],
-            ) -> Poll<io::Result<usize>> {
-                poll_write_vectored(&self.inner, cx, bufs)
-            }
-
-            fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-                Poll::Ready(Ok(()))
-            }
-
-            fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-                shutdown_write(&self.inner)
-            }
-        }
-    };
-}
-
-impl_async_read!(TcpStream);
-impl_async_write!(TcpStream);
-impl_async_read!(OwnedReadHalf);
-impl_async_write!(OwnedWriteHalf);
+impl_read!(TcpStream);
+impl_write!(TcpStream);
+impl_read!(OwnedReadHalf);
+impl_write!(OwnedWriteHalf);

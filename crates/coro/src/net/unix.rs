@@ -1,15 +1,13 @@
-//! [`UnixListener`] and [`UnixStream`] (Unix only).
+//! Unix-domain sockets (Unix only): [`UnixListener`], [`UnixStream`] and its owned halves.
 
 use super::cancel_aware;
 use super::evented::Evented;
+use super::stream::{impl_read, impl_write};
 use super::tcp::in_progress;
-use futures_io::{AsyncRead, AsyncWrite};
-use std::io::{self, Read, Write};
-use std::net::Shutdown;
+use std::io;
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
 
 /// A Unix-domain listening socket.
 ///
@@ -99,7 +97,7 @@ impl TryFrom<std::os::unix::net::UnixListener> for UnixListener {
 /// ```
 #[derive(Debug)]
 pub struct UnixStream {
-    inner: Evented<std::os::unix::net::UnixStream>,
+    inner: Arc<Evented<std::os::unix::net::UnixStream>>,
 }
 
 impl UnixStream {
@@ -127,7 +125,9 @@ impl UnixStream {
         if let Some(err) = inner.get_ref().take_error()? {
             return Err(err);
         }
-        Ok(UnixStream { inner })
+        Ok(UnixStream {
+            inner: Arc::new(inner),
+        })
     }
 
     /// A connected pair of streams.
@@ -148,6 +148,36 @@ impl UnixStream {
         let (a, b) = std::os::unix::net::UnixStream::pair()?;
         Ok((UnixStream::try_from(a)?, UnixStream::try_from(b)?))
     }
+
+    /// Splits the stream into a reading and a writing half, usable from two tasks at once.
+    ///
+    /// ```
+    /// use futures::{AsyncReadExt, AsyncWriteExt};
+    ///
+    /// # coro::block_wait(async {
+    /// let (a, b) = coro::net::UnixStream::pair().unwrap();
+    /// let (mut read, mut write) = a.into_split();
+    /// let (mut peer_read, mut peer_write) = b.into_split();
+    /// let echo = coro::spawn(async move {
+    ///     let mut buf = [0; 4];
+    ///     peer_read.read_exact(&mut buf).await?;
+    ///     peer_write.write_all(&buf).await
+    /// });
+    /// write.write_all(b"ping").await.unwrap();
+    /// let mut buf = [0; 4];
+    /// read.read_exact(&mut buf).await.unwrap();
+    /// assert_eq!(&buf, b"ping");
+    /// echo.await.unwrap().unwrap();
+    /// # });
+    /// ```
+    pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
+        (
+            OwnedReadHalf {
+                inner: self.inner.clone(),
+            },
+            OwnedWriteHalf { inner: self.inner },
+        )
+    }
 }
 
 impl TryFrom<std::os::unix::net::UnixStream> for UnixStream {
@@ -162,38 +192,51 @@ impl TryFrom<std::os::unix::net::UnixStream> for UnixStream {
     fn try_from(stream: std::os::unix::net::UnixStream) -> io::Result<UnixStream> {
         stream.set_nonblocking(true)?;
         Ok(UnixStream {
-            inner: Evented::new(stream)?,
+            inner: Arc::new(Evented::new(stream)?),
         })
     }
 }
 
-impl AsyncRead for UnixStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut [u8],
-    ) -> Poll<io::Result<usize>> {
-        self.inner.poll_read_with(cx, |mut s| s.read(buf))
-    }
+/// The reading half of a [`UnixStream`] ([`UnixStream::into_split`]).
+///
+/// ```
+/// use futures::AsyncReadExt;
+///
+/// # coro::block_wait(async {
+/// let (a, b) = coro::net::UnixStream::pair().unwrap();
+/// let (mut read, _write): (coro::net::unix::OwnedReadHalf, _) = a.into_split();
+/// drop(b);
+/// let mut rest = Vec::new();
+/// assert_eq!(read.read_to_end(&mut rest).await.unwrap(), 0); // the peer is gone
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct OwnedReadHalf {
+    inner: Arc<Evented<std::os::unix::net::UnixStream>>,
 }
 
-impl AsyncWrite for UnixStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.inner.poll_write_with(cx, |mut s| s.write(buf))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(match self.inner.get_ref().shutdown(Shutdown::Write) {
-            Err(err) if err.kind() == io::ErrorKind::NotConnected => Ok(()),
-            other => other,
-        })
-    }
+/// The writing half of a [`UnixStream`] ([`UnixStream::into_split`]); closing it shuts down
+/// the write side.
+///
+/// ```
+/// use futures::{AsyncReadExt, AsyncWriteExt};
+///
+/// # coro::block_wait(async {
+/// let (a, mut b) = coro::net::UnixStream::pair().unwrap();
+/// let (_read, mut write): (_, coro::net::unix::OwnedWriteHalf) = a.into_split();
+/// write.write_all(b"done").await.unwrap();
+/// write.close().await.unwrap(); // b reads to the end
+/// let mut got = String::new();
+/// b.read_to_string(&mut got).await.unwrap();
+/// assert_eq!(got, "done");
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct OwnedWriteHalf {
+    inner: Arc<Evented<std::os::unix::net::UnixStream>>,
 }
+
+impl_read!(UnixStream);
+impl_write!(UnixStream);
+impl_read!(OwnedReadHalf);
+impl_write!(OwnedWriteHalf);
