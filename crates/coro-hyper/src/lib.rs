@@ -66,10 +66,12 @@
 
 #![deny(missing_docs)]
 
+mod grpc;
 mod io;
 mod rt;
 mod server;
 
+pub use grpc::{GRACE as GRPC_DEADLINE_GRACE, GrpcDeadline};
 pub use io::CoroIo;
 pub use rt::{CoroExecutor, CoroTimer};
 pub use server::{DEFAULT_HEADER_READ_TIMEOUT, Serve, serve};

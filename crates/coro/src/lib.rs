@@ -269,6 +269,53 @@
 //! # });
 //! ```
 //!
+//! ## 11. Using tokio's ecosystem
+//!
+//! A handler's dependencies are databases, caches and other services, whose Rust clients are
+//! written for tokio. They run inside coro tasks in one of two ways:
+//!
+//! - **Natively, on coro's own IO driver** (feature `tokio-io`): coro::net's streams implement
+//!   tokio's `AsyncRead` / `AsyncWrite`, so a crate that takes a stream from its caller runs
+//!   with no tokio runtime at all. Connect with [`net::TcpStream::connect`], hand the stream
+//!   over, and `spawn` the connection future the crate gives back.
+//! - **Through the bridge** (feature `tokio-compat`): `compat::tokio(fut)` polls `fut` inside
+//!   the context of one shared tokio runtime thread, for crates that create tokio sockets or
+//!   timers themselves. The task keeps its executor, stack and cancellation; it costs a thread
+//!   and a cross-thread wake per readiness event (`compat`'s docs say more).
+//!
+//! | crate | on coro | how | shown by |
+//! |---|---|---|---|
+//! | hyper 1.x | native | `coro_hyper::serve`, `CoroIo`, `CoroExecutor`, `CoroTimer` | `crates/coro-hyper/tests/` |
+//! | hyper-util's client | native | `coro_hyper::client()` (feature `client`; https with `rustls`) | `crates/coro-hyper/tests/client.rs` |
+//! | tonic | native | server: routes served by `coro_hyper::serve` behind `coro_hyper::GrpcDeadline` (a client's deadline cancels the handler's token); client: `tonic::client::Grpc` over hyper-util's client on `CoroConnector` | `crates/coro-hyper/tests/tonic.rs` |
+//! | tokio-postgres | native (`tokio-io`) | `Config::connect_raw(coro_stream, NoTls)`, the connection `spawn`ed; no `runtime` feature needed | `crates/coro/tests/tokio_io.rs` |
+//! | tokio-rustls, anything on `TokioIo` | native (`tokio-io`) | pass a coro::net stream where a tokio stream is taken | `crates/coro/tests/tokio_io.rs` (the traits) |
+//! | redis (`tokio-comp`) | bridge | `compat::tokio(client.get_multiplexed_async_connection())`, then each command through `compat::tokio` | `crates/coro/tests/tokio_compat.rs` |
+//! | reqwest | bridge | `compat::tokio(async { client.get(url).send().await })` | `crates/coro-hyper/tests/reqwest_compat.rs` |
+//! | sqlx (`runtime-tokio`) | bridge | each pool call through `compat::tokio`; sqlx opens its own sockets, so it cannot use coro's | not covered by a test here |
+//!
+//! Porting a tokio handler: `tokio::spawn` → [`spawn`], `tokio::join!` → [`collect_all!`],
+//! `tokio::time::{sleep, timeout}` → [`time::sleep`], [`time::timeout`] (cancellation-aware),
+//! `tokio::net` → [`net`], `tokio::signal` → `coro::signal`. A future that calls a tokio-only
+//! function *when it is created* (`tokio::time::sleep(d)`, `tokio::spawn(f)`) must be created
+//! inside the bridge: `compat::tokio(async { tokio::time::sleep(d).await })`.
+//!
+//! ```no_run
+//! # #[cfg(feature = "tokio-io")] {
+//! // A DAG child that reads a user from PostgreSQL over coro's own sockets.
+//! #[coro::task]
+//! async fn user_name(port: u16, id: i32) -> Result<String, tokio_postgres::Error> {
+//!     let stream = coro::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+//!     let mut config = tokio_postgres::Config::new();
+//!     config.user("postgres").dbname("postgres");
+//!     let (client, connection) = config.connect_raw(stream, tokio_postgres::NoTls).await?;
+//!     let _driver = coro::spawn(connection); // runs the protocol while `client` is used
+//!     let row = client.query_one("SELECT name FROM users WHERE id = $1", &[&id]).await?;
+//!     Ok(row.get(0))
+//! }
+//! # }
+//! ```
+//!
 //! # folly::coro → coro
 //!
 //! | folly::coro | coro | where coro differs |
