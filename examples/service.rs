@@ -12,14 +12,23 @@
 //! runs on coro's default pool). It prints requests/s and latency percentiles, shuts the
 //! server down gracefully and exits 0.
 //!
+//! The DAG's branches read real data (`service/store.rs`): by default an SQLite database made
+//! and seeded in a temporary file at start (so the example needs nothing installed), with
+//! `--postgres URL` a PostgreSQL database over coro::net (tokio-postgres, no tokio runtime),
+//! and with `--redis URL` profiles cached in Redis (redis-rs through `coro::compat::tokio`).
+//!
 //! ```text
 //! cargo run --release --example service                 # 3 s load run on loopback, then a report
+//! cargo run --release --example service -- --postgres postgres://postgres@127.0.0.1:5432/postgres
+//! cargo run --release --example service -- --redis redis://127.0.0.1:6379/
 //! cargo run --release --example service -- --duration 5 --concurrency 64
 //! cargo run --release --example service -- --serve 127.0.0.1:8080   # then curl or wrk it
 //! ```
 
 #[path = "service/server.rs"]
 mod server;
+#[path = "service/store.rs"]
+mod store;
 
 use coro::Task;
 use coro::time::timeout;
@@ -32,7 +41,8 @@ use server::{Config, Server};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: service [--serve [ADDR]] [--duration SECS] [--concurrency N]";
+const USAGE: &str = "usage: service [--serve [ADDR]] [--duration SECS] [--concurrency N] \
+                     [--postgres URL] [--redis URL]";
 /// Users the load generator asks for: few enough that requests for one id overlap.
 const KEYS: u64 = 64;
 /// One request in this many asks for the slow feed, which hits the deadline.
@@ -44,6 +54,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 struct Args {
     serve: Option<SocketAddr>,
+    store: store::StoreConfig,
     duration: Duration,
     concurrency: usize,
 }
@@ -51,6 +62,7 @@ struct Args {
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         serve: None,
+        store: store::StoreConfig::default(),
         duration: Duration::from_secs(3),
         concurrency: 32,
     };
@@ -78,6 +90,8 @@ fn parse_args() -> Result<Args, String> {
                     return Err("--concurrency must be between 1 and 1024".into());
                 }
             }
+            "--postgres" => args.store.postgres = Some(value(it.next(), &flag)?),
+            "--redis" => args.store.redis = Some(value(it.next(), &flag)?),
             _ => return Err(format!("unknown argument {flag}")),
         }
     }
@@ -96,18 +110,32 @@ async fn main() {
         eprintln!("{msg}\n{USAGE}");
         std::process::exit(2);
     });
+    let config = Config {
+        store: args.store.clone(),
+        ..Config::default()
+    };
     if let Some(addr) = args.serve {
-        let server = Server::start(addr, Config::default()).await.expect("bind");
+        let server = Server::start(addr, config.clone())
+            .await
+            .unwrap_or_else(|err| {
+                eprintln!("service: cannot start: {err}");
+                std::process::exit(1);
+            });
+        println!("data: {}", server.store());
         println!(
             "serving on http://{0}/user/1 (also /user/1?slow=1, /debug/tasks, /metrics)",
             server.addr()
         );
         std::future::pending::<()>().await;
     }
-    let server = Server::start(([127, 0, 0, 1], 0).into(), Config::default())
+    let server = Server::start(([127, 0, 0, 1], 0).into(), config)
         .await
-        .expect("bind a loopback port");
+        .unwrap_or_else(|err| {
+            eprintln!("service: cannot start: {err}");
+            std::process::exit(1);
+        });
     let addr = server.addr();
+    println!("data: {}", server.store());
     println!(
         "load: {} keep-alive connections (hyper's HTTP/1.1 client) for {:?} against http://{addr}",
         args.concurrency, args.duration

@@ -5,8 +5,10 @@
 //!
 //! hyper does the HTTP (`coro_hyper::serve` on a `coro::net::TcpListener`: HTTP/1.1 with
 //! keep-alive, HTTP/2 with prior knowledge, its parser's limits, a header read timeout that is
-//! also the idle timeout, graceful shutdown); coro does the DAG behind each request.
+//! also the idle timeout, graceful shutdown); coro does the DAG behind each request, whose
+//! branches read a real database (`store.rs`: SQLite by default, PostgreSQL, a Redis cache).
 
+use crate::store::{Store, StoreConfig, StoreError};
 use coro::cancel::CancellationSource;
 use coro::sync::{SharedMutexFair, SharedTask};
 use coro::time::{sleep, timeout};
@@ -27,9 +29,12 @@ use std::time::{Duration, Instant};
 /// Tunables; the defaults are what the example's load run uses.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Latency of the simulated profile backend.
+    /// The database (and cache) the DAG reads.
+    pub store: StoreConfig,
+    /// Network latency added to each profile load, standing in for a database in another
+    /// machine (the queries themselves run against the real store).
     pub profile_latency: Duration,
-    /// Latency of the simulated friends and feed backends.
+    /// Network latency added to each friends and feed query, likewise.
     pub backend_latency: Duration,
     /// Latency of the feed backend for `?slow=1` requests: far past the deadline.
     pub slow_latency: Duration,
@@ -57,6 +62,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
+            store: StoreConfig::default(),
             profile_latency: Duration::from_millis(3),
             backend_latency: Duration::from_millis(2),
             slow_latency: Duration::from_secs(10),
@@ -81,6 +87,7 @@ struct Counters {
     timeouts: AtomicU64,
     bad_requests: AtomicU64,
     not_found: AtomicU64,
+    store_errors: AtomicU64,
     backend_calls: AtomicU64,
     cache_hits: AtomicU64,
     shared_waits: AtomicU64,
@@ -102,6 +109,8 @@ pub struct Stats {
     pub bad_requests: u64,
     /// 404 answers.
     pub not_found: u64,
+    /// 503 answers: a store query failed.
+    pub store_errors: u64,
     /// Calls of the profile backend (one per single-flight computation).
     pub backend_calls: u64,
     /// Profile lookups answered from the cache.
@@ -123,6 +132,7 @@ impl Counters {
             timeouts: get(&self.timeouts),
             bad_requests: get(&self.bad_requests),
             not_found: get(&self.not_found),
+            store_errors: get(&self.store_errors),
             backend_calls: get(&self.backend_calls),
             cache_hits: get(&self.cache_hits),
             shared_waits: get(&self.shared_waits),
@@ -143,12 +153,13 @@ struct CachedProfile {
 
 struct State {
     config: Config,
+    store: Arc<Store>,
     counters: Counters,
     /// Many requests read the cache at once; fills are rare and short.
     cache: SharedMutexFair<HashMap<u64, CachedProfile>>,
     /// Profile loads in flight, so that concurrent misses for one id share one backend call.
     /// A plain mutex: it is held for a map operation, never across an await.
-    in_flight: Mutex<HashMap<u64, SharedTask<String>>>,
+    in_flight: Mutex<HashMap<u64, SharedTask<ProfileLoad>>>,
     /// Background refreshes: bounded, so a burst of stale entries cannot pile up work.
     refresh: AsyncScope,
 }
@@ -166,7 +177,11 @@ impl Server {
     /// metrics `/metrics` reports: the listener and every connection register with that pool's
     /// IO driver, and each request's DAG runs on it.
     pub async fn start(addr: SocketAddr, config: Config) -> std::io::Result<Server> {
+        let store = Store::open(&config.store)
+            .await
+            .map_err(std::io::Error::other)?;
         let state = Arc::new(State {
+            store,
             refresh: AsyncScope::bounded(config.refresh_slots),
             config,
             counters: Counters::default(),
@@ -216,6 +231,11 @@ impl Server {
     /// The address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// What the server reads its data from.
+    pub fn store(&self) -> String {
+        self.state.store.describe()
     }
 
     /// The counters so far.
@@ -278,7 +298,12 @@ async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Answer {
                 let page =
                     Task::new(user_page(state.clone(), id, slow)).named(format!("user {id}"));
                 match timeout(state.config.deadline, page).await {
-                    Ok(body) => (StatusCode::OK, body),
+                    Ok(Ok(Some(body))) => (StatusCode::OK, body),
+                    Ok(Ok(None)) => (StatusCode::NOT_FOUND, "no such user\n".to_string()),
+                    Ok(Err(err)) => (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("the store failed: {err}\n"),
+                    ),
                     Err(_) => (
                         StatusCode::GATEWAY_TIMEOUT,
                         "deadline exceeded\n".to_string(),
@@ -291,6 +316,7 @@ async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Answer {
         StatusCode::OK => &state.counters.ok,
         StatusCode::GATEWAY_TIMEOUT => &state.counters.timeouts,
         StatusCode::NOT_FOUND => &state.counters.not_found,
+        StatusCode::SERVICE_UNAVAILABLE => &state.counters.store_errors,
         _ => &state.counters.bad_requests,
     };
     bump(counter);
@@ -308,20 +334,24 @@ fn metrics(state: &State) -> String {
 /// The `/user/{id}` DAG: profile, friends and feed run in parallel, and feed also needs the
 /// friends list. Friends is a `SharedTask` awaited by two branches, so it runs once; if the
 /// deadline drops the DAG, both clones go and the friends computation is cancelled with it.
-async fn user_page(state: Arc<State>, id: u64, slow: bool) -> String {
+/// The first store error cancels the other branches (`try_collect_all!`); `None`: no such user.
+async fn user_page(state: Arc<State>, id: u64, slow: bool) -> Result<Option<String>, StoreError> {
     let friends = friends(state.clone(), id).shared();
-    let (name, friend_ids, posts) = coro::collect_all!(
+    let (name, friend_ids, posts) = coro::try_collect_all!(
         profile(state.clone(), id),
         friends.clone(),
         feed(state, friends, slow),
     )
-    .await;
-    let friend_ids: Vec<String> = friend_ids.iter().map(u64::to_string).collect();
-    format!(
+    .await?;
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let friend_ids: Vec<String> = friend_ids.iter().map(i64::to_string).collect();
+    Ok(Some(format!(
         "id: {id}\nname: {name}\nfriends: {}\nfeed: {}\n",
         friend_ids.join(" "),
         posts.join("; ")
-    )
+    )))
 }
 
 /// A backend call: its latency, spent in a cancellation-aware sleep. A cancelled sleep only
@@ -331,14 +361,18 @@ async fn backend_delay(latency: Duration) {
 }
 
 #[coro::task]
-async fn friends(state: Arc<State>, id: u64) -> Vec<u64> {
+async fn friends(state: Arc<State>, id: u64) -> Result<Vec<i64>, StoreError> {
     backend_delay(state.config.backend_latency).await;
-    (id + 1..=id + 3).collect()
+    state.store.friends(id as i64).await
 }
 
 #[coro::task]
-async fn feed(state: Arc<State>, friends: SharedTask<Vec<u64>>, slow: bool) -> Vec<String> {
-    let friends = friends.await; // the edge of the DAG: feed starts after friends
+async fn feed(
+    state: Arc<State>,
+    friends: SharedTask<Result<Vec<i64>, StoreError>>,
+    slow: bool,
+) -> Result<Vec<String>, StoreError> {
+    let friends = friends.await?; // the edge of the DAG: feed starts after friends
     let latency = if slow {
         state.config.slow_latency
     } else {
@@ -351,15 +385,15 @@ async fn feed(state: Arc<State>, friends: SharedTask<Vec<u64>>, slow: bool) -> V
             "feed backend"
         })
         .await;
-    friends
-        .iter()
-        .map(|f| format!("post from user{f}"))
-        .collect()
+    state.store.posts(friends).await
 }
+
+/// What a profile load gives: the name, `None` if there is no such user, or the store's error.
+type ProfileLoad = Result<Option<String>, StoreError>;
 
 /// The profile, from the cache when it is fresh enough, otherwise from one shared load.
 #[coro::task]
-async fn profile(state: Arc<State>, id: u64) -> String {
+async fn profile(state: Arc<State>, id: u64) -> ProfileLoad {
     let now = Instant::now();
     let cached = state.cache.read().await.get(&id).and_then(|p| {
         let age = now.saturating_duration_since(p.fetched);
@@ -379,13 +413,13 @@ async fn profile(state: Arc<State>, id: u64) -> String {
                 Err(_) => bump(&state.counters.refresh_drops), // full: the entry just ages
             }
         }
-        return name;
+        return Ok(Some(name));
     }
     load_profile(&state, id).await
 }
 
 /// Single flight: the load of `id` already in flight, or a new one registered in `in_flight`.
-fn load_profile(state: &Arc<State>, id: u64) -> SharedTask<String> {
+fn load_profile(state: &Arc<State>, id: u64) -> SharedTask<ProfileLoad> {
     let mut in_flight = state.in_flight.lock().unwrap();
     if let Some(load) = in_flight.get(&id) {
         bump(&state.counters.shared_waits);
@@ -396,11 +430,13 @@ fn load_profile(state: &Arc<State>, id: u64) -> SharedTask<String> {
         bump(&st.counters.backend_calls);
         let started = Instant::now();
         backend_delay(st.config.profile_latency).await;
-        let name = format!("user{id}");
+        let loaded = st.store.profile(id as i64).await;
         // Check under an upgradable read (readers go on meanwhile, other fillers wait), then
         // fill under the upgrade, unless a load that started later already filled the entry.
         let cache = st.cache.upgradable_read().await;
-        if cache.get(&id).is_none_or(|p| p.fetched < started) {
+        if let Ok(Some(name)) = &loaded
+            && cache.get(&id).is_none_or(|p| p.fetched < started)
+        {
             let fetched = started;
             let entry = CachedProfile {
                 name: name.clone(),
@@ -411,7 +447,7 @@ fn load_profile(state: &Arc<State>, id: u64) -> SharedTask<String> {
         // Only now leave the map: a newcomer either joins this load or finds the cache filled.
         let done = st.in_flight.lock().unwrap().remove(&id);
         drop(done);
-        name
+        loaded
     })
     .named("profile backend")
     .shared();

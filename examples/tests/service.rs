@@ -7,6 +7,8 @@
 
 #[path = "../service/server.rs"]
 mod server;
+#[path = "../service/store.rs"]
+mod store;
 
 use coro::net::TcpStream;
 use coro::time::{sleep, timeout};
@@ -486,4 +488,67 @@ async fn thousands_of_idle_connections_do_not_stop_the_service() {
     assert!(opened.elapsed() >= header_timeout);
     served_within(addr, Duration::from_secs(1)).await;
     server.shutdown().await;
+}
+
+/// The page of user 1, as every store seeds it.
+const USER_1: &str =
+    "id: 1\nname: user1\nfriends: 2 3 4\nfeed: post from user2; post from user3; post from user4\n";
+
+#[coro::test(timeout_ms = 60000)]
+async fn pages_come_from_the_sqlite_store_and_an_unknown_user_is_404() {
+    let server = start(Config::default()).await;
+    assert!(server.store().starts_with("SQLite"), "{}", server.store());
+    assert_eq!(
+        get(server.addr(), "/user/1").await,
+        (200, USER_1.to_string())
+    );
+    let (status, body) = get(server.addr(), "/user/99999999").await;
+    assert_eq!((status, body.as_str()), (404, "no such user\n"));
+    server.shutdown().await;
+}
+
+#[test]
+fn pages_come_from_postgres_with_profiles_cached_in_redis() {
+    let Some(pg) = coro_test_servers::Postgres::start() else {
+        return;
+    };
+    let Some(redis) = coro_test_servers::Redis::start() else {
+        return;
+    };
+    let config = Config {
+        store: store::StoreConfig {
+            postgres: Some(pg.url()),
+            redis: Some(redis.url()),
+        },
+        ..Config::default()
+    };
+    let redis_url = redis.url();
+    coro::block_wait(
+        coro::Task::new(async move {
+            let server = start(config).await;
+            assert!(server.store().contains("PostgreSQL"), "{}", server.store());
+            assert!(server.store().contains("Redis"), "{}", server.store());
+            let addr = server.addr();
+            let requests =
+                (0..64).map(|_| coro::Task::new(async move { get(addr, "/user/1").await }));
+            for answer in coro::collect_all_range(requests).await {
+                assert_eq!(answer, (200, USER_1.to_string()));
+            }
+            assert_eq!(get(addr, "/user/4242").await.0, 200);
+            assert_eq!(get(addr, "/user/99999999").await.0, 404);
+            // The profile loads went through Redis: the cache holds user 1's name.
+            let client = redis::Client::open(redis_url).unwrap();
+            let mut connection = coro::compat::tokio(client.get_multiplexed_async_connection())
+                .await
+                .unwrap();
+            let cached: Option<String> = coro::compat::tokio(async {
+                redis::AsyncCommands::get(&mut connection, "coro-service:profile:1").await
+            })
+            .await
+            .unwrap();
+            assert_eq!(cached.as_deref(), Some("user1"));
+            server.shutdown().await;
+        })
+        .schedule_on(&coro::ThreadPool::new(2).unwrap()),
+    );
 }
