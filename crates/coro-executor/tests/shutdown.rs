@@ -2,7 +2,8 @@
 //! unfinished task exactly once (polled and idle, queued and never polled, detached or not), resolve
 //! the kept handles `Cancelled`, join the worker threads before returning, and run nothing
 //! afterwards; spawning through the handle of a shut-down pool drops the future at once; a
-//! destructor that spawns during shutdown neither hangs nor leaks.
+//! destructor that spawns during shutdown neither hangs nor leaks; tasks asleep on the pool's
+//! timers, which the timers' close wakes during shutdown, are dropped before it returns.
 
 use coro_executor::{ExecutorHandle, JoinError, JoinHandle, ThreadPool};
 use futures::channel::oneshot;
@@ -454,8 +455,7 @@ fn drop_pool_with_sleeping_tasks(round: usize) {
     drop(pool);
     let dropped: Vec<usize> = drops.iter().map(|d| d.load(SeqCst)).collect();
     assert_eq!(
-        dropped,
-        [1; TASKS],
+        dropped, [1; TASKS],
         "round {round}: dropping the pool returned before each of its sleeping tasks was \
          dropped exactly once (drops per task)"
     );
