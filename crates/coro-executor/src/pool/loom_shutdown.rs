@@ -145,23 +145,41 @@ impl Drop for ReapOnFailure {
     }
 }
 
+/// A one-worker pool's shared state holding one task that waits on `timer`.
+struct Sleeper {
+    shared: std::sync::Arc<Shared>,
+    drops: Drops,
+    timer: WakerSlot,
+    handle: JoinHandle<()>,
+}
+
+fn one_sleeper() -> Sleeper {
+    let (shared, _locals) = new_shared(1);
+    let (drops, timer) = (Drops::default(), WakerSlot::default());
+    let handle = spawn_waiting(&shared, &drops, &timer, ());
+    Sleeper {
+        shared,
+        drops,
+        timer,
+        handle,
+    }
+}
+
 #[test]
 fn loom_shutdown_drops_what_the_timer_close_wakes() {
     model(|| {
         let _reap = ReapOnFailure;
-        let (shared, _locals) = new_shared(1);
-        let (drops, timer) = (Drops::default(), WakerSlot::default());
-        let handle = spawn_waiting(&shared, &drops, &timer, ());
+        let task = one_sleeper();
         let reaper = spawn_reaper();
 
         // Step 1, then the timer wheel's close of step 2 wakes the sleeper, on this thread.
-        assert!(shared.begin_shutdown());
-        wake(&timer);
-        shared.finish_shutdown(true);
+        assert!(task.shared.begin_shutdown());
+        wake(&task.timer);
+        task.shared.finish_shutdown(true);
 
-        assert_dropped_once("the sleeping task", &drops, handle);
+        assert_dropped_once("the sleeping task", &task.drops, task.handle);
         finish_model(vec![reaper]);
-        assert_eq!(drops.count(), 1);
+        assert_eq!(task.drops.count(), 1);
     });
 }
 
@@ -169,20 +187,18 @@ fn loom_shutdown_drops_what_the_timer_close_wakes() {
 fn loom_shutdown_races_a_wake_from_another_thread() {
     model(|| {
         let _reap = ReapOnFailure;
-        let (shared, _locals) = new_shared(1);
-        let (drops, timer) = (Drops::default(), WakerSlot::default());
-        let handle = spawn_waiting(&shared, &drops, &timer, ());
+        let task = one_sleeper();
         let waker = {
-            let timer = timer.clone();
+            let timer = task.timer.clone();
             thread::spawn(move || wake(&timer))
         };
 
-        assert!(shared.begin_shutdown());
-        shared.finish_shutdown(true);
+        assert!(task.shared.begin_shutdown());
+        task.shared.finish_shutdown(true);
 
-        assert_dropped_once("the task woken by another thread", &drops, handle);
+        assert_dropped_once("the task woken by another thread", &task.drops, task.handle);
         finish_model(vec![waker]);
-        assert_eq!(drops.count(), 1);
+        assert_eq!(task.drops.count(), 1);
     });
 }
 
