@@ -5,7 +5,9 @@
 //! probe that counts its drops and waits on a waker that the model keeps, as a timer or a
 //! socket keeps it. Under the models `reaper::drop_closed` hands a task to the model's reaper
 //! (`reaper::reap`), which a model thread runs at whatever point the checker picks, as the real
-//! reaper thread drops tasks whenever it gets to them. Each model proves "when
+//! reaper thread drops tasks whenever it gets to them. A wake-up's way from the task's state
+//! change (async-task's std atomics, which neither checker sees) to the queue is a step of its
+//! own: `schedule_from_outside` yields there in the models. Each model proves "when
 //! `finish_shutdown` returns, every task was dropped exactly once, and its handle resolves
 //! `Cancelled`":
 //! - `loom_shutdown_drops_what_the_timer_close_wakes`: the shutdown thread itself wakes the
@@ -20,6 +22,9 @@
 //!   worker's drain drops in step 4 (played by the model's main thread, on the worker's own
 //!   queue) wakes another, idle task (h2's connection waking its streams): that one is queued
 //!   and step 6 drops it, rather than the reaper whenever it gets to it.
+//!
+//! All three fail under the order before this one (the global queue closed in step 1, no wait
+//! in step 6), under loom and under shuttle.
 //!
 //! Run with the other models (see `crate::loom` for the two checkers and how to run them):
 //! `RUSTFLAGS="--cfg loom" cargo test -p coro-executor --lib --release --target-dir target/loom
