@@ -45,9 +45,10 @@
 //! atomics under shuttle, so each of their operations is one step there.
 //!
 //! The models live beside the code they check, one file per subject: `<area>/loom_<subject>.rs`
-//! (the run queue, parker, park/notify protocol and offers in `pool/`, the task list in `task/`,
-//! timers in `time/`). They use no loom API beyond this module's, so each runs under both
-//! checkers, except the timer models, which drive loom's simulated clock and stay loom-only.
+//! (the run queue, parker, park/notify protocol, offers and shutdown order in `pool/`, the task
+//! list in `task/`, timers in `time/`). They use no loom API beyond this module's, so each runs
+//! under both checkers, except the timer models, which drive loom's simulated clock and stay
+//! loom-only.
 //!
 //! A failing model either panics with the broken assertion or reports `deadlock` (a lost
 //! wake-up: every thread blocked); loom's deadlock panic aborts the test binary, so run a single

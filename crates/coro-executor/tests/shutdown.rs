@@ -2,7 +2,8 @@
 //! unfinished task exactly once (polled and idle, queued and never polled, detached or not), resolve
 //! the kept handles `Cancelled`, join the worker threads before returning, and run nothing
 //! afterwards; spawning through the handle of a shut-down pool drops the future at once; a
-//! destructor that spawns during shutdown neither hangs nor leaks.
+//! destructor that spawns during shutdown neither hangs nor leaks; tasks asleep on the pool's
+//! timers, which the timers' close wakes during shutdown, are dropped before it returns.
 
 use coro_executor::{ExecutorHandle, JoinError, JoinHandle, ThreadPool};
 use futures::channel::oneshot;
@@ -421,4 +422,59 @@ fn a_destructor_that_wakes_a_task_under_a_lock_the_task_drop_takes_does_not_dead
     done_rx
         .recv_timeout(std::time::Duration::from_secs(30))
         .expect("shutdown deadlocked: a task was dropped inside a wake under its own lock");
+}
+
+/// One round of the shape that caught shutdown returning early: a fresh 2-worker pool, four
+/// tasks that each hold a drop-counting guard and wait on a 60 s pool timer, dropped once all
+/// four have started. Dropping the pool closes its timers, which wakes the four sleepers: every
+/// one of them must be dropped before the drop returns (not by another thread afterwards), and
+/// every handle then resolves `Cancelled`.
+fn drop_pool_with_sleeping_tasks(round: usize) {
+    const TASKS: usize = 4;
+    let pool = ThreadPool::new(2).unwrap();
+    let drops: Arc<Vec<AtomicUsize>> = Arc::new((0..TASKS).map(|_| AtomicUsize::new(0)).collect());
+    let started = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<JoinHandle<()>> = (0..TASKS)
+        .map(|slot| {
+            let guard = Guard {
+                counts: drops.clone(),
+                slot,
+            };
+            let started = started.clone();
+            pool.spawn(async move {
+                let _guard = guard;
+                started.fetch_add(1, SeqCst);
+                coro_executor::time::sleep(Duration::from_secs(60)).await;
+                unreachable!("a 60 s sleep ended before the pool was dropped");
+            })
+        })
+        .collect();
+    wait_until("the sleeping tasks never all started", || {
+        started.load(SeqCst) == TASKS
+    });
+    drop(pool);
+    let dropped: Vec<usize> = drops.iter().map(|d| d.load(SeqCst)).collect();
+    assert_eq!(
+        dropped, [1; TASKS],
+        "round {round}: dropping the pool returned before each of its sleeping tasks was \
+         dropped exactly once (drops per task)"
+    );
+    for handle in handles {
+        match wait("handle of a sleeping task dropped by shutdown", handle) {
+            Err(JoinError::Cancelled) => {}
+            other => panic!("round {round}: a handle of a dropped task gave {other:?}"),
+        }
+    }
+    assert!(drops.iter().all(|d| d.load(SeqCst) == 1));
+}
+
+/// Dropping a pool whose tasks sleep on its timers returns only once every task is dropped.
+/// Fifty fresh pools per process: when the timers' close sent the woken tasks to another thread
+/// to drop, whether that thread had dropped them all by the time the drop returned varied from
+/// round to round (about one process in two caught it within fifty).
+#[test]
+fn dropping_the_pool_drops_its_sleeping_tasks_before_returning() {
+    for round in 0..50 {
+        drop_pool_with_sleeping_tasks(round);
+    }
 }

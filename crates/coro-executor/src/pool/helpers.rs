@@ -103,15 +103,20 @@ impl Helpers {
     }
 
     /// Joins every helper thread but the calling one (shutdown, after the monitor is joined, so
-    /// no new one starts).
-    pub(crate) fn join_all(&self) {
+    /// no new one starts). Returns false if the calling thread is one of them (shutdown from
+    /// inside a task a helper runs).
+    pub(crate) fn join_all(&self) -> bool {
         let threads = std::mem::take(&mut self.slots.lock().unwrap().threads);
         let me = std::thread::current().id();
+        let mut all_joined = true;
         for thread in threads {
-            if thread.thread().id() != me {
+            if thread.thread().id() == me {
+                all_joined = false;
+            } else {
                 // A helper only panics on a bug in the pool itself; shutdown goes on regardless.
                 let _ = thread.join();
             }
         }
+        all_joined
     }
 }

@@ -29,6 +29,8 @@ mod loom_park;
 mod loom_protocol;
 #[cfg(all(test, any(loom, shuttle)))]
 mod loom_queue;
+#[cfg(all(test, any(loom, shuttle)))]
+mod loom_shutdown;
 mod metrics;
 mod monitor;
 mod offer;
@@ -186,20 +188,27 @@ impl ThreadPool {
 }
 
 impl Drop for ThreadPool {
+    /// The shutdown order, step by step, is at `Shared::begin_shutdown`.
     fn drop(&mut self) {
+        // Steps 1 to 3.
         self.shared.begin_shutdown();
+        // Step 4.
         let me = std::thread::current().id();
+        let mut all_joined = true;
         for thread in self.threads.drain(..) {
             // Shut down from inside one of its own tasks: that worker cannot be joined from
             // here; it exits (and drains its queue) as soon as the current poll returns.
-            if thread.thread().id() != me {
+            if thread.thread().id() == me {
+                all_joined = false;
+            } else {
                 // A worker only panics on a bug in the pool itself; shutdown goes on regardless.
                 let _ = thread.join();
             }
         }
         // The monitor is joined: no helper starts any more.
-        self.shared.helpers.join_all();
-        self.shared.finish_shutdown();
+        all_joined &= self.shared.helpers.join_all();
+        // Steps 5 to 8.
+        self.shared.finish_shutdown(all_joined);
     }
 }
 

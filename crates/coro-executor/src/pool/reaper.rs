@@ -5,50 +5,49 @@
 //! tasks while holding its streams mutex (when a connection goes away), and dropping a stream's
 //! task locks that mutex, so dropping the task inline deadlocked the thread on itself. Such
 //! tasks go to one process-wide `coro-reaper` thread, started the first time it is needed,
-//! which drops them once the waker's caller has moved on. The pool's own shutdown, which wakes
-//! every task it still lists from `ThreadPool::drop` (no user lock held), drops them inline, so
-//! that shutdown still returns with every task dropped.
+//! which drops them once the waker's caller has moved on.
+//!
+//! Shutdown never relies on it: the pool's global queue stays open until every task shutdown
+//! knew of is dropped (see `Shared::begin_shutdown`), so what reaches the reaper is only a
+//! wake-up after that (of a task that had finished or was never listed), or, when the pool was
+//! shut down from inside one of its own tasks, what that task's worker drops after its poll.
 
 use crate::task::Runnable;
-use std::cell::Cell;
 
-thread_local! {
-    /// Set while the pool's shutdown wakes its listed tasks: they are dropped inline.
-    static DROP_INLINE: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Puts the flag back as it was, even on unwinding.
-struct Restore(bool);
-
-impl Drop for Restore {
-    fn drop(&mut self) {
-        DROP_INLINE.with(|inline| inline.set(self.0));
-    }
-}
-
-/// Runs `f` (the shutdown's wake-ups), dropping the tasks it wakes inline.
-pub(crate) fn dropping_inline(f: impl FnOnce()) {
-    let _restore = Restore(DROP_INLINE.with(|inline| inline.replace(true)));
-    f();
-}
-
-/// Drops `runnable`, whose pool is closed: inline during the pool's own shutdown, else on the
-/// reaper thread.
+/// Drops `runnable`, whose pool is closed, on the reaper thread.
+#[cfg(not(any(loom, shuttle)))]
 pub(crate) fn drop_closed(runnable: Runnable) {
-    if DROP_INLINE.with(Cell::get) {
-        // The shutdown's own wake-up. Tasks that this drop wakes in turn (a connection's
-        // destructor waking its streams under its lock) go to the reaper.
-        let _restore = Restore(DROP_INLINE.with(|inline| inline.replace(false)));
-        drop(runnable);
-        return;
-    }
-    #[cfg(not(any(loom, shuttle)))]
     if let Err(unsent) = reaper().send(runnable) {
         // No reaper (it could not start): dropping here is all that is left.
         drop(unsent.0);
     }
-    #[cfg(any(loom, shuttle))]
-    drop(runnable);
+}
+
+#[cfg(any(loom, shuttle))]
+std::thread_local! {
+    /// The models' reaper: what [`drop_closed`] hands over, until a model thread runs
+    /// [`reap`]. A std thread-local is the model's own and shared by its threads (the checkers
+    /// run them all on the test's OS thread, see `crate::loom`), so a model that reaches
+    /// `drop_closed` must `reap` before it ends.
+    static REAPED: std::cell::RefCell<Vec<Runnable>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Under the models: hands `runnable` to the model's reaper (see `REAPED`), which drops it when
+/// the model runs [`reap`], at whatever point the checker picks, as the real reaper thread drops
+/// tasks whenever it gets to them.
+#[cfg(any(loom, shuttle))]
+pub(crate) fn drop_closed(runnable: Runnable) {
+    REAPED.with(|reaped| reaped.borrow_mut().push(runnable));
+}
+
+/// The model's reaper: drops what [`drop_closed`] handed over so far. Returns how many.
+#[cfg(all(test, any(loom, shuttle)))]
+pub(crate) fn reap() -> usize {
+    // Dropped outside the borrow: a destructor may hand over more.
+    let reaped = REAPED.with(|reaped| std::mem::take(&mut *reaped.borrow_mut()));
+    let count = reaped.len();
+    drop(reaped);
+    count
 }
 
 #[cfg(not(any(loom, shuttle)))]

@@ -364,11 +364,14 @@ impl Shared {
     /// Queues a task from outside the pool's workers (or a worker of another pool).
     pub(crate) fn schedule_remote(&self, runnable: Runnable) {
         match self.inject.push(runnable) {
+            // Once shutdown began nobody is to be woken: the workers are leaving, and shutdown
+            // itself drops what is queued.
+            Ok(()) if self.is_shutdown() => {}
             Ok(()) => {
                 self.notify_parked();
             }
-            // Closed by shutdown: dropping the runnable drops the task, exactly once (not
-            // inside this wake, see `reaper.rs`).
+            // Closed at the end of shutdown (every task it knew of is dropped): dropping the
+            // runnable drops the task, exactly once (not inside this wake, see `reaper.rs`).
             Err(closed) => super::reaper::drop_closed(closed.into_inner()),
         }
     }
@@ -421,12 +424,37 @@ impl Shared {
             .any(|(r, polls)| r.has_next() && r.owner_polls() == polls)
     }
 
-    /// Starts shutdown: no new work is accepted, and every worker is woken to see it.
+    /// Starts shutdown (steps 1 to 3 of the order below): the workers, the monitor and the
+    /// helpers stop at their next look, the drivers wake their waiters, and every thread is
+    /// woken to see it. Returns false if shutdown had already begun.
+    ///
+    /// The shutdown order (`ThreadPool::drop` runs it; `finish_shutdown` is steps 5 to 8):
+    /// 1. set the shutdown flag: workers, monitor and helpers exit at their next look; and the
+    ///    task list refuses new tasks: a spawn from now on drops its future at once. The global
+    ///    queue stays open: every task scheduled from here on, by any thread (woken by the
+    ///    drivers' close, by a destructor in a worker's drain, by another thread), is queued
+    ///    there for step 6, never dropped on a thread that shutdown does not wait for;
+    /// 2. close the IO and timer drivers: the tasks waiting on them are woken, into the queue;
+    /// 3. unpark every worker and the monitor;
+    /// 4. (`ThreadPool::drop`) join the workers and the monitor, each worker dropping what its
+    ///    own queues hold as it exits, then the helpers: no pool thread runs a task any more;
+    /// 5. close the task list, taking every entry, and wake every task it still listed: each
+    ///    is queued, unless it already was or its waker's thread is queueing it;
+    /// 6. drop, on this thread, whatever is queued (and what those destructors queue in
+    ///    turn), until every task that step 5 took is dropped ([`TaskList::dropping`] is 0):
+    ///    the last ones may be on their way to the queue from another thread;
+    /// 7. close the global queue (a task woken after this is one that finished or was never
+    ///    listed: the reaper drops it) and drop what got in before;
+    /// 8. shut down the blocking pool.
+    ///
+    /// From inside one of the pool's own tasks, that worker cannot be joined in step 4, and
+    /// step 6 cannot wait for its tasks (the running one is among them): it drops what is
+    /// queued and goes on; the worker drops its own queue once its poll returns.
     pub(crate) fn begin_shutdown(&self) -> bool {
         if self.shutdown.swap(true, AcqRel) {
             return false;
         }
-        self.inject.close();
+        self.tasks.refuse_inserts();
         #[cfg(not(any(loom, shuttle)))]
         if let Some(io) = self.io.get() {
             io.close();
@@ -442,23 +470,67 @@ impl Shared {
         true
     }
 
-    /// Ends shutdown once the workers have exited: drops what is left in the global queue and
-    /// every task still alive anywhere (parked on a waker nobody will call).
-    pub(crate) fn finish_shutdown(&self) {
-        while let Ok(runnable) = self.inject.pop() {
-            drop(runnable);
-        }
-        for remote in self.remotes.iter() {
-            drop(remote.take_next());
-        }
+    /// Ends shutdown once the pool's threads have exited (steps 5 to 8 of the order at
+    /// [`begin_shutdown`](Self::begin_shutdown)): drops every task still alive, queued or
+    /// parked on a waker nobody will call, and returns once each is dropped, unless
+    /// `all_joined` is false (shutdown from inside a pool task, whose worker still runs).
+    pub(crate) fn finish_shutdown(&self, all_joined: bool) {
+        // 5.
         let wakers = self.tasks.close();
-        super::reaper::dropping_inline(|| {
-            for waker in wakers {
-                // The task is idle (or mid-flight elsewhere): waking hands it to `schedule`,
-                // which finds the pool closed and drops it, here.
-                waker.wake();
+        for waker in wakers {
+            // The task is idle, queued, or being queued by another thread: waking an idle one
+            // queues it (on the global queue: this is not one of the pool's workers).
+            waker.wake();
+        }
+        // 6.
+        let mut idle_looks = 0;
+        loop {
+            if self.drop_queued() {
+                idle_looks = 0;
             }
-        });
+            if !all_joined || self.tasks.dropping() == 0 {
+                break;
+            }
+            // A task woken on another thread just before step 5 is on its way to the queue.
+            idle_looks += 1;
+            wait_for_queueing(idle_looks);
+        }
+        // 7.
+        self.inject.close();
+        self.drop_queued();
+        // 8.
         self.blocking.shutdown();
+    }
+
+    /// Drops every task in the global queue and the next slots. Returns whether there was any.
+    fn drop_queued(&self) -> bool {
+        let mut any = false;
+        loop {
+            let next = self.remotes.iter().find_map(Remote::take_next);
+            match next.or_else(|| self.inject.pop().ok()) {
+                // A destructor may queue more: looked for again.
+                Some(runnable) => {
+                    drop(runnable);
+                    any = true;
+                }
+                None => return any,
+            }
+        }
+    }
+}
+
+/// Lets the thread that is queueing a task woken just before shutdown closed the task list get
+/// on: spins a few times, then yields, then sleeps briefly (`looks` counts the empty looks).
+fn wait_for_queueing(looks: u32) {
+    #[cfg(any(loom, shuttle))]
+    {
+        let _ = looks;
+        crate::loom::thread::yield_now();
+    }
+    #[cfg(not(any(loom, shuttle)))]
+    match looks {
+        0..16 => std::hint::spin_loop(),
+        16..64 => std::thread::yield_now(),
+        _ => std::thread::sleep(Duration::from_micros(50)),
     }
 }

@@ -31,6 +31,11 @@ fn schedule(runnable: Runnable, info: ScheduleInfo) {
 #[cold]
 #[inline(never)]
 fn schedule_from_outside(pool: *const Shared, runnable: Runnable) {
+    // In the models, other threads may run here: the wake-up has already marked the task
+    // scheduled (async-task's std atomics, which neither checker sees), and its runnable is on
+    // its way to the queue, where shutdown must not miss it (`loom_shutdown.rs`).
+    #[cfg(any(loom, shuttle))]
+    crate::loom::thread::yield_now();
     // Not on one of the pool's workers, whose own reference would keep the pool alive: hold one
     // while queueing, since a closed pool drops the runnable, and with it maybe the task and
     // its header's reference.

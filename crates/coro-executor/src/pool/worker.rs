@@ -306,8 +306,8 @@ impl Worker {
     }
 
     /// Drops every task left in this worker's queues at shutdown. Runs after `CURRENT` is
-    /// cleared, so tasks scheduled by the destructors go to the closed global queue and are
-    /// dropped there.
+    /// cleared, so tasks scheduled by the destructors go to the global queue, which shutdown
+    /// drains once the workers are joined.
     fn drain(&self) {
         loop {
             let task = self

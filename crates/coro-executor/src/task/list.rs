@@ -21,6 +21,12 @@
 //!   waits for that lock before it lets its task's future be dropped, so a visitor never reads a
 //!   freed header (a Dekker pair: the unlister's swap, fence, load; the visitor's increment,
 //!   fence, loads).
+//!
+//! Shutdown must not return while a task whose entry `close` took is still alive: its runnable
+//! may be on its way to the pool's queue from another thread (woken there just before). So
+//! `close` counts, per shard, the entries it takes, and such a task's unlisting hands its task a
+//! [`ClosedEntry`] whose drop, once the future is dropped too, counts it down:
+//! [`dropping`](TaskList::dropping) is the number still to go.
 
 use super::header::TaskHeader;
 use crate::loom::UnsafeCell;
@@ -139,11 +145,37 @@ struct Shard {
 }
 
 /// What unlisters touch.
-struct Unlisting {
+pub(super) struct Unlisting {
     /// Slots freed by unlisters, for the owner to take whole.
     returned: AtomicPtr<Slot>,
     /// Visitors reading this shard's headers right now (they hold the lock).
     visitors: AtomicUsize,
+    /// Tasks whose entries `close` took and whose futures are not dropped yet (see
+    /// [`ClosedEntry`]). Only shutdown touches it.
+    closing: AtomicUsize,
+}
+
+/// What unlisting a task whose entry [`TaskList::close`] took gives back: dropped once the
+/// task's future is dropped too, it counts the task out of [`TaskList::dropping`], which
+/// shutdown waits on.
+#[must_use = "dropping it says the task's future is dropped"]
+pub(crate) struct ClosedEntry {
+    closing: NonNull<AtomicUsize>,
+}
+
+// SAFETY: it only points at a shard's atomic counter (`Sync`), which outlives the task (see
+// `TaskKey`).
+unsafe impl Send for ClosedEntry {}
+
+impl Drop for ClosedEntry {
+    fn drop(&mut self) {
+        // SAFETY: the list, and so the shard's counter, outlives its tasks (see `TaskKey`), and
+        // this is dropped while its task is being dropped.
+        let closing = unsafe { self.closing.as_ref() };
+        // Release: whatever the future's destructor did happens before shutdown, which reads
+        // the count with Acquire, returns.
+        closing.fetch_sub(1, Release);
+    }
 }
 
 // SAFETY: the raw pointers in `Owned` point into the shard's own pages and are only used under
@@ -171,6 +203,7 @@ impl TaskList {
                 unlisting: Padded(Unlisting {
                     returned: AtomicPtr::new(ptr::null_mut()),
                     visitors: AtomicUsize::new(0),
+                    closing: AtomicUsize::new(0),
                 }),
             })
             .collect();
@@ -236,8 +269,9 @@ impl TaskList {
     }
 
     /// Unlists a task (its future is about to be dropped). Returns only once no visitor can be
-    /// reading the task's header any more.
-    pub(crate) fn remove(key: TaskKey) {
+    /// reading the task's header any more. If shutdown's [`close`](Self::close) took the entry
+    /// first, returns the [`ClosedEntry`] to drop once the future is dropped.
+    pub(crate) fn remove(key: TaskKey) -> Option<ClosedEntry> {
         // SAFETY: see `TaskKey`: the list, and so the shard and slot, outlive the task. The
         // slot's link names its shard while the task is listed (written before the task
         // existed), and only this, the task's one unlisting, changes it again.
@@ -256,8 +290,11 @@ impl TaskList {
             drop(shard.owned.0.lock().unwrap());
         }
         if header.is_null() {
-            // Shutdown's `close` took the entry (and its waker); the slot is no longer used.
-            return;
+            // Shutdown's `close` took the entry (and its waker, and counted it in `closing`
+            // before its swap, which our swap read); the slot is no longer used.
+            return Some(ClosedEntry {
+                closing: NonNull::from(&unlisting.closing),
+            });
         }
         // SAFETY: we swapped the header out, so the waker and the slot are ours now.
         let waker = slot.waker.with_mut(|w| unsafe { (*w).take() });
@@ -279,6 +316,7 @@ impl TaskList {
         // Dropped last: releasing a waker may free the task, whose destructor may spawn or
         // complete other tasks and come back here.
         drop(waker);
+        None
     }
 
     /// For each shard: holds its lock, runs `on_shard`, and raises its visitor count while it
@@ -286,7 +324,7 @@ impl TaskList {
     pub(super) fn visit(
         &self,
         mut on_shard: impl FnMut(&mut Owned),
-        mut on_task: impl FnMut(&Slot, NonNull<TaskHeader>),
+        mut on_task: impl FnMut(&Unlisting, &Slot, NonNull<TaskHeader>),
     ) {
         for shard in self.shards.iter() {
             let mut owned = shard.owned.0.lock().unwrap();
@@ -298,21 +336,37 @@ impl TaskList {
             for index in 0..owned.used {
                 let slot = &owned.pages[index / PAGE][index % PAGE];
                 if let Some(header) = NonNull::new(slot.header.load(Acquire)) {
-                    on_task(slot, header);
+                    on_task(&shard.unlisting.0, slot, header);
                 }
             }
             visitors.fetch_sub(1, Release);
         }
     }
 
+    /// Refuses every later insert (they give their value back), keeping the entries listed
+    /// until [`close`](Self::close): shutdown's first step, so that a spawn into a pool that is
+    /// shutting down drops its future at once.
+    pub(crate) fn refuse_inserts(&self) {
+        for shard in self.shards.iter() {
+            shard.owned.0.lock().unwrap().closed = true;
+        }
+    }
+
     /// Closes the list: later inserts fail, and every entry's waker is returned for shutdown to
-    /// wake.
+    /// wake. Each task whose entry it took counts in [`dropping`](Self::dropping) until its
+    /// future is dropped.
     pub(crate) fn close(&self) -> Vec<Waker> {
         let mut wakers = Vec::new();
         self.visit(
             |owned| owned.closed = true,
-            |slot, _| {
-                if !slot.header.swap(ptr::null_mut(), SeqCst).is_null() {
+            |unlisting, slot, _| {
+                // Counted before the swap: an unlister that reads our null counts down after
+                // this (see `remove`), so the count never goes below the truth.
+                unlisting.closing.fetch_add(1, Relaxed);
+                if slot.header.swap(ptr::null_mut(), SeqCst).is_null() {
+                    // Its unlister got there first: it drops the future without us.
+                    unlisting.closing.fetch_sub(1, Relaxed);
+                } else {
                     // SAFETY: we swapped the header out, so the waker is ours.
                     wakers.extend(slot.waker.with_mut(|w| unsafe { (*w).take() }));
                 }
@@ -321,12 +375,22 @@ impl TaskList {
         wakers
     }
 
+    /// Tasks whose entries [`close`](Self::close) took and whose futures are not dropped yet
+    /// (their [`ClosedEntry`] is not dropped). Acquire: each destructor that counted itself out
+    /// happened before the caller sees the lower count.
+    pub(crate) fn dropping(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| shard.unlisting.0.closing.load(Acquire))
+            .sum()
+    }
+
     /// Runs `f` on the header of every listed task, while that task cannot finish being
     /// unlisted: its header, and its future with any trace cell attached there, stay alive
     /// until `f` returns (a task is unlisted before its future is dropped).
     pub(crate) fn for_each_listed(&self, mut f: impl FnMut(&TaskHeader)) {
         // SAFETY: `visit` hands out headers of listed tasks only, kept alive while `on_task` runs.
-        self.visit(|_| {}, |_, header| f(unsafe { header.as_ref() }));
+        self.visit(|_| {}, |_, _, header| f(unsafe { header.as_ref() }));
     }
 
     /// Runs `f` on `header` if its task is listed (a task that finished is not, and its header
@@ -340,7 +404,7 @@ impl TaskList {
         let mut found = None;
         self.visit(
             |_| {},
-            |_, listed| {
+            |_, _, listed| {
                 if std::ptr::eq(listed.as_ptr(), header) {
                     if let Some(f) = f.take() {
                         // SAFETY: as in `for_each_listed`.

@@ -3,7 +3,9 @@
 //!   or `insert` gives the value back unused (and then `make` never ran); after `close`,
 //!   `insert` returns `Err(value)`;
 //! - `loom_tasks_remove_races_close`: the waker is either returned by `close` or dropped by
-//!   `remove`, exactly once;
+//!   `remove`, exactly once; `remove` hands back a `ClosedEntry` exactly when `close` took the
+//!   entry, and `dropping()` counts that task until the `ClosedEntry` is dropped (never a task
+//!   that `remove` got first);
 //! - `loom_tasks_insert_remove_close`: both races at once, on one shard (the insert may reuse
 //!   the slot being freed);
 //! - `loom_tasks_live_count_after_close`: `live()` is 0 after `close`, never wrapped by a
@@ -144,7 +146,7 @@ fn loom_tasks_remove_races_close() {
         let closed = tasks.close();
         let closed_len = closed.len();
         wake_all(closed);
-        remover.join().unwrap();
+        let closed_entry = remover.join().unwrap();
 
         // Either close took the waker (and shutdown woke it) or remove dropped it; never both,
         // never neither.
@@ -154,6 +156,15 @@ fn loom_tasks_remove_races_close() {
             (1, closed_len, 1),
             "waker not handled exactly once"
         );
+        // Shutdown waits for the task close took until its future is dropped, and only then.
+        assert_eq!(
+            closed_entry.is_some(),
+            closed_len == 1,
+            "remove did not say whether close took its entry"
+        );
+        assert_eq!(tasks.dropping(), closed_len, "close miscounted its tasks");
+        drop(closed_entry);
+        assert_eq!(tasks.dropping(), 0, "a dropped task is still counted");
     });
 }
 
@@ -236,7 +247,7 @@ fn loom_tasks_remove_waits_for_visitor() {
         let mut seen = 0;
         tasks.visit(
             |_| {},
-            |_, listed| {
+            |_, _, listed| {
                 assert_eq!(listed, header);
                 // SAFETY: (test) the task is listed, so it cannot have been dropped yet.
                 assert_eq!(data.0.with(|d| unsafe { *d }), 1, "read a dropped task");

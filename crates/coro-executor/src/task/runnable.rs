@@ -12,7 +12,7 @@
 
 use super::current;
 use super::header::TaskHeader;
-use super::list::{TaskKey, TaskList};
+use super::list::{ClosedEntry, TaskKey, TaskList};
 use super::panic::{CatchUnwind, Outcome, PanicPayload, drop_catching};
 use async_task::{Builder, Schedule};
 use std::future::Future;
@@ -65,10 +65,14 @@ where
     F::Output: Send + 'static,
     S: Schedule<TaskHeader> + Send + Sync + 'static,
 {
-    let entry = Entry { key };
     // The header reference is typed `'static` so the future meets async-task's bounds; it is
-    // really valid for the life of the task's allocation, which outlives the future.
-    let make = move |header: &'static TaskHeader| Tracked::new(Some(entry), header, make());
+    // really valid for the life of the task's allocation, which outlives the future. The entry
+    // is made once the future exists: a `make` that panics leaves nothing to unlist (the slot's
+    // header was never published).
+    let make = move |header: &'static TaskHeader| {
+        let future = make();
+        Tracked::new(Some(Entry { key }), header, future)
+    };
     // SAFETY: `spawn_unchecked` is used only so that the future may borrow the task's own
     // metadata (the header), which async-task keeps alive for as long as the future: it is
     // dropped with the allocation, after the future. Everything else meets `spawn`'s bounds: the
@@ -112,9 +116,21 @@ struct Entry {
     key: TaskKey,
 }
 
+impl Entry {
+    /// Unlists the task; returns what to drop once its future is dropped if shutdown took the
+    /// entry first (see [`ClosedEntry`]).
+    fn unlist(self) -> Option<ClosedEntry> {
+        let key = self.key;
+        std::mem::forget(self);
+        TaskList::remove(key)
+    }
+}
+
 impl Drop for Entry {
+    /// Only if `unlist` was skipped (the future is not dropped through `drop_future`): the
+    /// entry must not outlive the task.
     fn drop(&mut self) {
-        TaskList::remove(self.key);
+        drop(TaskList::remove(self.key));
     }
 }
 
@@ -128,18 +144,22 @@ impl<'a, F> Tracked<'a, F> {
     }
 
     /// Unlists the task, then drops its future in place, catching a panic in the future's
-    /// destructor; does nothing the second time.
+    /// destructor; does nothing the second time. If shutdown took the task's entry, tells it
+    /// once the future is dropped (see [`ClosedEntry`]).
     fn drop_future(&mut self) -> Option<PanicPayload> {
         self.header.take()?;
         // The entry goes first (see the type's doc).
-        drop(self.entry.take());
+        let closed = self.entry.take().and_then(Entry::unlist);
         // SAFETY: once (`header` was taken above, so this is not reached again); dropped in
         // place: the pinned future never moves. A destructor that panics has still dropped the
         // whole value (drop glue finishes while unwinding), and it is not dropped again.
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+        let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
             ManuallyDrop::drop(&mut self.future)
         }))
-        .err()
+        .err();
+        // The future is dropped: shutdown, which may be waiting for this task, may return.
+        drop(closed);
+        panic
     }
 }
 
