@@ -100,7 +100,6 @@ fn kinds() -> Vec<SignalKind> {
         SignalKind::child(),
         SignalKind::hangup(),
         SignalKind::interrupt(),
-        SignalKind::io(),
         SignalKind::pipe(),
         SignalKind::quit(),
         SignalKind::terminate(),
@@ -108,6 +107,8 @@ fn kinds() -> Vec<SignalKind> {
         SignalKind::user_defined2(),
         SignalKind::window_change(),
     ];
+    #[cfg(not(target_os = "haiku"))]
+    kinds.push(SignalKind::io());
     #[cfg(any(target_os = "linux", target_os = "android"))]
     kinds.push(SignalKind::from_raw(libc::SIGRTMIN()));
     kinds

@@ -93,12 +93,30 @@ impl SignalKind {
         SignalKind(SIGINT)
     }
 
+    /// `SIGINFO` (the BSDs and macOS): Ctrl-T in a terminal asks for a status line.
+    ///
+    /// ```
+    /// # use coro::signal::unix::SignalKind;
+    /// assert_eq!(SignalKind::info().as_raw_value(), signal_hook::consts::SIGINFO);
+    /// ```
+    #[cfg(any(
+        target_os = "freebsd",
+        target_os = "dragonfly",
+        target_os = "netbsd",
+        target_os = "openbsd",
+        target_os = "macos"
+    ))]
+    pub const fn info() -> SignalKind {
+        SignalKind(signal_hook::consts::SIGINFO)
+    }
+
     /// `SIGIO`: IO is possible on a descriptor set up for signal-driven IO.
     ///
     /// ```
     /// # use coro::signal::unix::SignalKind;
     /// assert_eq!(SignalKind::io().as_raw_value(), signal_hook::consts::SIGIO);
     /// ```
+    #[cfg(not(target_os = "haiku"))]
     pub const fn io() -> SignalKind {
         SignalKind(SIGIO)
     }
