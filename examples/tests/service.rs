@@ -571,6 +571,10 @@ fn serve_drains_and_exits_on(signum: i32, name: &str) {
     let refused_at = loop {
         match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break Instant::now(),
+            // A handshake that the listener's close cut off: try again.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                assert!(Instant::now() < until, "still accepting 5 s after {name}");
+            }
             Err(e) => panic!("connecting after {name}: {e}"),
             Ok(_accepted_by_the_kernel_before_the_close) => {
                 assert!(Instant::now() < until, "still accepting 5 s after {name}");
