@@ -24,6 +24,10 @@
 //! cargo run --release --example service -- --duration 5 --concurrency 64
 //! cargo run --release --example service -- --serve 127.0.0.1:8080   # then curl or wrk it
 //! ```
+//!
+//! With `--serve`, SIGTERM or SIGINT (Ctrl-C) shuts the server down gracefully through
+//! `coro::signal`: it stops accepting, lets the requests in flight finish (try
+//! `/debug/sleep?ms=3000` and Ctrl-C), prints that it drained, and exits 0.
 
 #[path = "service/server.rs"]
 mod server;
@@ -31,6 +35,7 @@ mod server;
 mod store;
 
 use coro::Task;
+use coro::signal::unix::{SignalKind, signal};
 use coro::time::timeout;
 use coro_hyper::CoroIo;
 use coro_hyper::hyper::body::Bytes;
@@ -115,18 +120,7 @@ async fn main() {
         ..Config::default()
     };
     if let Some(addr) = args.serve {
-        let server = Server::start(addr, config.clone())
-            .await
-            .unwrap_or_else(|err| {
-                eprintln!("service: cannot start: {err}");
-                std::process::exit(1);
-            });
-        println!("data: {}", server.store());
-        println!(
-            "serving on http://{0}/user/1 (also /user/1?slow=1, /debug/tasks, /metrics)",
-            server.addr()
-        );
-        std::future::pending::<()>().await;
+        return serve(addr, config).await;
     }
     let server = Server::start(([127, 0, 0, 1], 0).into(), config)
         .await
@@ -210,6 +204,42 @@ async fn main() {
     server.shutdown().await;
     println!("graceful shutdown: {:.2?}", stopping.elapsed());
     assert!(count > 0 && total.errors == 0, "the load run saw errors");
+}
+
+/// `--serve ADDR`: serves until SIGTERM or SIGINT (Ctrl-C), then stops accepting, lets the
+/// requests in flight finish, says so and returns (the process exits 0); exits 1 if the drain
+/// had to cut requests off.
+async fn serve(addr: SocketAddr, config: Config) {
+    // Registered before the server starts: from here on SIGTERM and SIGINT no longer end the
+    // process at once, they reach the select below.
+    let mut terminate = signal(SignalKind::terminate()).expect("handle SIGTERM");
+    let mut interrupt = signal(SignalKind::interrupt()).expect("handle SIGINT");
+    let server = Server::start(addr, config).await.unwrap_or_else(|err| {
+        eprintln!("service: cannot start: {err}");
+        std::process::exit(1);
+    });
+    println!("data: {}", server.store());
+    println!(
+        "serving on http://{0}/user/1 (also /user/1?slow=1, /debug/tasks, /debug/sleep?ms=300, \
+         /metrics); Ctrl-C or SIGTERM drains and stops",
+        server.addr()
+    );
+    let name = coro::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+    };
+    println!("{name}: stopped accepting, draining the requests in flight");
+    let stopping = Instant::now();
+    let drained = server.shutdown().await;
+    if !drained.complete {
+        eprintln!("service: the drain after {name} cut requests off");
+        std::process::exit(1);
+    }
+    println!(
+        "drained in {:.2?}: {} requests answered in all; exiting",
+        stopping.elapsed(),
+        drained.stats.requests
+    );
 }
 
 #[derive(Default)]

@@ -1,7 +1,8 @@
 //! The HTTP server of the `service` example: a `/user/{id}` page computed as a small DAG of
 //! tasks under a deadline, a profile cache with single-flight loading and background refresh,
-//! and `/debug/tasks` and `/metrics` pages. Used by `examples/service.rs` (run it with
-//! `cargo run --release --example service`) and by `examples/tests/service.rs`.
+//! and `/debug/tasks`, `/debug/sleep?ms=N` (a request held in flight) and `/metrics` pages.
+//! Used by `examples/service.rs` (run it with `cargo run --release --example service`) and by
+//! `examples/tests/service.rs`.
 //!
 //! hyper does the HTTP (`coro_hyper::serve` on a `coro::net::TcpListener`: HTTP/1.1 with
 //! keep-alive, HTTP/2 with prior knowledge, its parser's limits, a header read timeout that is
@@ -246,23 +247,44 @@ impl Server {
     /// Shuts down gracefully: stops accepting (new connections are refused), lets the requests
     /// in flight finish (each is bounded by the deadline; the whole drain by `drain_timeout`,
     /// past which the remaining connections are closed), closes idle connections, then cancels
-    /// and awaits the background refreshes.
-    pub async fn shutdown(self) {
+    /// and awaits the background refreshes. Says whether every request in flight finished.
+    pub async fn shutdown(self) -> Drained {
         self.stop.request_cancellation();
         let drain = self.state.config.drain_timeout;
         let mut serving = self.serving;
-        match timeout(drain, &mut serving).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(err))) => eprintln!("service: the server failed: {err}"),
-            Ok(Err(err)) => eprintln!("service: the server task failed: {err:?}"),
+        let complete = match timeout(drain, &mut serving).await {
+            Ok(Ok(Ok(()))) => true,
+            Ok(Ok(Err(err))) => {
+                eprintln!("service: the server failed: {err}");
+                false
+            }
+            Ok(Err(err)) => {
+                eprintln!("service: the server task failed: {err:?}");
+                false
+            }
             Err(_) => {
                 eprintln!("service: requests still in flight after {drain:?}: closing them");
                 // Dropping the server's future drops its connections.
                 serving.cancel();
+                false
             }
-        }
+        };
         self.state.refresh.cancel_and_join().await;
+        Drained {
+            stats: self.state.counters.snapshot(),
+            complete,
+        }
     }
+}
+
+/// What [`Server::shutdown`] did.
+#[derive(Clone, Copy, Debug)]
+pub struct Drained {
+    /// The counters once the server stopped: every request it answered.
+    pub stats: Stats,
+    /// Whether every request in flight finished; false if `drain_timeout` cut some off or the
+    /// server failed (the reason was written to stderr).
+    pub complete: bool,
 }
 
 type Answer = Response<Full<Bytes>>;
@@ -288,6 +310,7 @@ async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Answer {
     let query = req.uri().query().unwrap_or("");
     let (status, body) = match path {
         "/debug/tasks" => (StatusCode::OK, coro::trace::dump_all().to_string()),
+        "/debug/sleep" => debug_sleep(query).await,
         "/metrics" => (StatusCode::OK, metrics(state)),
         _ => match path.strip_prefix("/user/").map(str::parse::<u64>) {
             None => (StatusCode::NOT_FOUND, "no such page\n".to_string()),
@@ -321,6 +344,33 @@ async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Answer {
     };
     bump(counter);
     answer(status, body)
+}
+
+/// The longest `/debug/sleep` accepts: a request held longer than a graceful shutdown waits
+/// (`Config::drain_timeout`) would only be cut off.
+const MAX_DEBUG_SLEEP: Duration = Duration::from_secs(5);
+
+/// `/debug/sleep?ms=N`: answers after N ms (at most [`MAX_DEBUG_SLEEP`]), so that a request
+/// stays in flight as long as wanted, to watch a graceful shutdown drain it. The sleep is a
+/// task named "debug sleep", which `/debug/tasks` shows while it waits.
+async fn debug_sleep(query: &str) -> (StatusCode, String) {
+    let ms = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("ms="))
+        .and_then(|ms| ms.parse::<u64>().ok())
+        .filter(|&ms| Duration::from_millis(ms) <= MAX_DEBUG_SLEEP);
+    let Some(ms) = ms else {
+        let why = format!(
+            "want ?ms=N with N at most {}\n",
+            MAX_DEBUG_SLEEP.as_millis()
+        );
+        return (StatusCode::BAD_REQUEST, why);
+    };
+    // Graceful shutdown leaves the handlers' token alone, so this sleep is not cut short then.
+    Task::new(backend_delay(Duration::from_millis(ms)))
+        .named("debug sleep")
+        .await;
+    (StatusCode::OK, format!("slept {ms} ms\n"))
 }
 
 fn metrics(state: &State) -> String {

@@ -1,7 +1,9 @@
 //! Integration tests of the `service` example's server over real TCP on loopback: page bodies,
 //! the deadline (504, and no task of the request left afterwards), single-flight sharing,
 //! bad requests, the debug pages, and bad input on the wire (garbage, oversized heads, clients
-//! that send nothing, thousands of idle connections) leaving the server serving everyone else.
+//! that send nothing, thousands of idle connections) leaving the server serving everyone else;
+//! and, on Unix, the example binary run with `--serve` draining its requests in flight and
+//! exiting 0 on SIGTERM and on SIGINT.
 //!
 //! Run them with `cargo test -p coro-examples --test service`.
 
@@ -228,7 +230,9 @@ async fn debug_pages_answer() {
         metrics.contains("backend_calls") && metrics.contains("live_tasks"),
         "{metrics}"
     );
-    server.shutdown().await;
+    let drained = server.shutdown().await;
+    assert!(drained.complete, "nothing was in flight to cut off");
+    assert_eq!(drained.stats.requests, 2);
     // After shutdown nobody listens any more.
     let refused = timeout(Duration::from_secs(5), TcpStream::connect(addr)).await;
     assert!(
@@ -551,4 +555,132 @@ fn pages_come_from_postgres_with_profiles_cached_in_redis() {
         })
         .schedule_on(&coro::ThreadPool::new(2).unwrap()),
     );
+}
+
+#[coro::test(timeout_ms = 30000)]
+async fn debug_sleep_answers_after_the_time_asked_and_refuses_bad_times() {
+    let server = start(Config::default()).await;
+    let addr = server.addr();
+    let asked = Instant::now();
+    let (status, body) = get(addr, "/debug/sleep?ms=50").await;
+    assert_eq!((status, body.as_str()), (200, "slept 50 ms\n"));
+    assert!(asked.elapsed() >= Duration::from_millis(50));
+    for bad in ["/debug/sleep", "/debug/sleep?ms=x", "/debug/sleep?ms=5001"] {
+        let (status, body) = get(addr, bad).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert_eq!(body, "want ?ms=N with N at most 5000\n");
+    }
+    server.shutdown().await;
+}
+
+// The example binary itself, run with `--serve` and stopped by a signal.
+
+#[cfg(unix)]
+mod support;
+
+/// Sends `GET path` on a new blocking connection and reads the answer to its end.
+#[cfg(unix)]
+fn blocking_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(15)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+/// Runs `service --serve 127.0.0.1:0`, holds a request in flight, and sends the process
+/// `signum`: the held request gets its whole answer, new connections are refused while it is
+/// still in flight, the example says it drained, and it exits 0 within a few seconds.
+#[cfg(unix)]
+fn serve_drains_and_exits_on(signum: i32, name: &str) {
+    let mut example = support::Example::start("service", &["--serve", "127.0.0.1:0"]);
+    let serving = example.expect_line_where("serving on http://ADDR/...", |line| {
+        line.starts_with("serving on http://")
+    });
+    let addr: SocketAddr = serving["serving on http://".len()..]
+        .split('/')
+        .next()
+        .and_then(|addr| addr.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {serving:?}"));
+
+    // Held for a second: long enough to watch, bounded whatever happens.
+    let held = std::thread::spawn(move || {
+        let answer = blocking_get(addr, "/debug/sleep?ms=1000");
+        (answer, Instant::now())
+    });
+    // In flight once the server's task dump shows its sleep.
+    let until = Instant::now() + support::STEP;
+    loop {
+        let dump = blocking_get(addr, "/debug/tasks").expect("GET /debug/tasks");
+        if dump.contains("debug sleep") {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the held request never arrived:\n{dump}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    example.signal(signum);
+    example.expect_line(&format!(
+        "{name}: stopped accepting, draining the requests in flight"
+    ));
+    // The listener closes at once: connections are refused while the held request runs on.
+    let until = Instant::now() + Duration::from_secs(5);
+    let refused_at = loop {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break Instant::now(),
+            // A handshake that the listener's close cut off: try again.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                assert!(Instant::now() < until, "still accepting 5 s after {name}");
+            }
+            Err(e) => panic!("connecting after {name}: {e}"),
+            Ok(_accepted_by_the_kernel_before_the_close) => {
+                assert!(Instant::now() < until, "still accepting 5 s after {name}");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    };
+
+    let (answer, answered_at) = held.join().expect("the held request's thread");
+    let answer = answer.unwrap_or_else(|e| panic!("the held request failed after {name}: {e}"));
+    assert!(
+        answer.starts_with("HTTP/1.1 200 OK\r\n") && answer.ends_with("\r\n\r\nslept 1000 ms\n"),
+        "{answer:?}"
+    );
+    assert!(
+        refused_at < answered_at,
+        "new connections were only refused after the request in flight had finished"
+    );
+    let drained =
+        example.expect_line_where("drained in ...", |line| line.starts_with("drained in "));
+    assert!(
+        drained.ends_with("requests answered in all; exiting"),
+        "{drained}"
+    );
+    let status = example.exit_status(Duration::from_secs(5));
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{status}; stderr:\n{}",
+        example.stderr()
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn serve_drains_requests_in_flight_and_exits_0_on_sigterm() {
+    serve_drains_and_exits_on(libc::SIGTERM, "SIGTERM");
+}
+
+#[cfg(unix)]
+#[test]
+fn serve_drains_requests_in_flight_and_exits_0_on_sigint() {
+    serve_drains_and_exits_on(libc::SIGINT, "SIGINT");
 }

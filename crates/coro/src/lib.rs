@@ -156,7 +156,9 @@
 //! Put together: a handler gathers its dependencies with `collect_all!`, where the feed needs
 //! the friends list that the handler also returns (one [`Task::shared`] computation for both),
 //! under a deadline that cancels the whole DAG. `examples/service.rs` in the repository serves
-//! this over HTTP, with a cache, request sharing and a task dump endpoint.
+//! this over HTTP, with a cache, request sharing and a task dump endpoint; on SIGTERM or Ctrl-C
+//! ([`signal`]: `tokio::signal`'s API, woken through the pool's IO driver) it drains its
+//! requests in flight and exits.
 //!
 //! ```
 //! use coro::Task;
@@ -362,6 +364,7 @@
 //! | `AsyncPipe` | [`stream::pipe`] | |
 //! | `BoundedQueue`, `UnboundedQueue` | [`channel::bounded`], [`channel::unbounded`] | MPMC; `bounded(0)` is Go's unbuffered chan |
 //! | `RequestContext` | [`task_local!`] | values are inherited by child tasks |
+//! | (tokio's `tokio::signal`) | [`signal::ctrl_c`], [`signal::unix::signal`] | woken through the pool's IO driver: no thread |
 //! | async stack traces (`getAsyncStackTraceStr`) | [`trace::current_stack`], [`trace::dump_all`] | every live task, from any thread |
 //! | `Executor::KeepAlive`, `CPUThreadPoolExecutor`, `InlineExecutor`, `ManualExecutor` | [`ExecutorHandle`], [`ThreadPool`], [`executor::InlineExecutor`], [`executor::ManualExecutor`] | a Go-style work-stealing pool |
 
@@ -379,6 +382,9 @@ mod local;
 #[cfg(all(unix, not(any(loom, shuttle))))]
 pub mod net;
 pub mod retry;
+// Deliveries reach tasks through the IO driver, left out of the loom and shuttle builds.
+#[cfg(all(unix, not(any(loom, shuttle))))]
+pub mod signal;
 mod task;
 pub mod time;
 pub mod trace;
