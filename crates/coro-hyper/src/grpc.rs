@@ -18,6 +18,10 @@ use std::task::Poll;
 use std::time::Duration;
 
 /// How long a cancelled handler may take to return after the deadline before it is dropped.
+///
+/// ```
+/// assert_eq!(coro_hyper::GRPC_DEADLINE_GRACE, std::time::Duration::from_secs(1));
+/// ```
 pub const GRACE: Duration = Duration::from_secs(1);
 
 /// gRPC status code `DEADLINE_EXCEEDED`.
@@ -29,8 +33,11 @@ const DEADLINE_EXCEEDED: &str = "4";
 /// the header run as they are.
 ///
 /// tonic's own server (its tokio transport) enforces `grpc-timeout` by dropping the handler;
-/// served by [`serve`](crate::serve), the handler instead sees its token fire and can return
-/// (see the [module rule](self)).
+/// served by [`serve`](crate::serve), the handler instead sees its token fire and can return.
+/// The handler is never dropped at the deadline while it may still be cleaning up: at the
+/// deadline its token fires, the call is awaited for up to [`GRPC_DEADLINE_GRACE`](crate::GRPC_DEADLINE_GRACE),
+/// and the client is answered `DEADLINE_EXCEEDED` whatever it returned (the client has stopped
+/// waiting); a handler still running after that is dropped.
 ///
 /// ```
 /// use coro_hyper::GrpcDeadline;

@@ -2,7 +2,7 @@
 //!
 //! Some crates create tokio sockets or timers themselves (reqwest, sqlx, redis' `tokio-comp`,
 //! tonic's default transport): called from a coro task they panic with "there is no reactor
-//! running". [`tokio`] wraps such a future so that it is polled inside the context of one shared
+//! running". [`tokio()`] wraps such a future so that it is polled inside the context of one shared
 //! tokio runtime, whose single thread drives tokio's IO and timers. The coro task itself keeps
 //! running on its own executor, with its own stack, cancellation and task-locals: only
 //! readiness crosses over.
@@ -84,7 +84,7 @@ pub fn tokio<F: Future>(fut: F) -> TokioCompat<F> {
     }
 }
 
-/// The future [`tokio`] returns: `fut`, polled and dropped inside a tokio runtime's context.
+/// The future [`tokio()`] returns: `fut`, polled and dropped inside a tokio runtime's context.
 ///
 /// ```
 /// # coro::block_wait(async {
