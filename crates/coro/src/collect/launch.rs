@@ -23,12 +23,14 @@
 #[path = "loom_launch.rs"]
 mod loom_launch;
 
+use super::awaiter::AwaiterChain;
 use super::children::Failure;
 use super::slot::ChildSlots;
 use crate::cancel::CancellationToken;
 use crate::task::context::{TaskContext, current_context, enter_context};
 use crate::task::root::{RootBody, spawn_root};
 use crate::trace::Frame;
+use crate::trace::frame::{continue_into_unpublished, inside_frame};
 use crate::trace::publish::{RootTrace, without_publishing};
 use coro_executor::{JoinError, JoinHandle, Offer, offer_while};
 use coro_loom::sync::Mutex;
@@ -57,12 +59,15 @@ pub(super) struct Collect<S> {
     tried_taking: AtomicBool,
     /// The task running the collect: driven children show under it in dumps.
     collect_task: Option<u64>,
+    /// The collect's chain of frames, which driven children continue their stacks into.
+    awaiter: AwaiterChain,
 }
 
 impl<S: ChildSlots> Collect<S> {
     /// The state of a collect of `children` that starts now, in the current task, whose
     /// context the children inherit; `cancels`: whether the first failure cancels the
-    /// siblings.
+    /// siblings. Called in the collect's own frame, in the poll that first polls [`run`] (its
+    /// start poll), where it notes the collect's chain of frames.
     pub(super) fn start(children: S, cancels: bool) -> Arc<Collect<S>> {
         let mut child_ctx = current_context();
         let failure = cancels.then(|| {
@@ -84,6 +89,7 @@ impl<S: ChildSlots> Collect<S> {
             taken: Mutex::new(Vec::new()),
             tried_taking: AtomicBool::new(false),
             collect_task: coro_executor::trace::current_task_id(),
+            awaiter: AwaiterChain::here(),
         })
     }
 
@@ -167,16 +173,19 @@ impl<S: ChildSlots> Collect<S> {
     }
 
     /// Claims the next unstarted child for an idle worker, and lists what `start` makes of it
-    /// (its driver) for the collect to await.
-    fn take_with(&self, start: impl FnOnce(usize) -> Driven) {
+    /// (its driver, given the collect's chain to continue into) for the collect to await.
+    fn take_with(&self, start: impl FnOnce(usize, Arc<[Frame]>) -> Driven) {
         let mut taken = self.taken.lock().unwrap_or_else(PoisonError::into_inner);
         // Before the claim: the claim's release carries it to the collect's final claim.
         self.tried_taking.store(true, Relaxed);
         let Some(index) = self.claim() else {
             return;
         };
+        // SAFETY: a successful claim, under the lock: the collect's start poll runs until it
+        // takes this lock (see `awaiter.rs`). The chain is complete before the child can run.
+        let awaiter = unsafe { self.awaiter.frames() };
         // The claim made the slot ours; `start` hands it over.
-        taken.push(start(index));
+        taken.push(start(index, awaiter));
     }
 
     /// The children idle workers took, once no more can be claimed (the caller made the last
@@ -208,7 +217,7 @@ impl<S: ChildSlots> Offer for Collect<S> {
 
     /// On an idle worker: claims the next unstarted child and spawns its driver there.
     fn take(self: Arc<Self>) {
-        self.take_with(|index| drive(&self, index));
+        self.take_with(|index, awaiter| drive(&self, index, awaiter));
     }
 }
 
@@ -234,6 +243,8 @@ struct Driver<S> {
     /// The child's frame, which dumps show as this task's name. (A copy: the child's own is in
     /// its slot, which outlives the child but not necessarily this task.)
     frame: Frame,
+    /// The collect's chain, innermost first, which the child's stack continues into.
+    awaiter: Arc<[Frame]>,
 }
 
 impl<S: ChildSlots> RootBody for Driver<S> {
@@ -246,6 +257,10 @@ impl<S: ChildSlots> Future for Driver<S> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        // The child's stack continues into the collect's chain; polled inside another frame
+        // (by an inline executor, in the collect's poll), it is linked there already. Not
+        // published: a dump appends the collect's task's own published stack.
+        let _continued = (!inside_frame()).then(|| continue_into_unpublished(&self.awaiter));
         let collect = &self.collect;
         // SAFETY: the driver owns the slot: its spawner (the claimer) handed it over and polls
         // it no more; the collect only reads it after this task has finished.
@@ -259,14 +274,16 @@ impl<S: ChildSlots> Future for Driver<S> {
     }
 }
 
-/// Spawns the driver of child `index`, which the caller owns and hands over.
-fn drive<S: ChildSlots>(collect: &Arc<Collect<S>>, index: usize) -> Driven {
+/// Spawns the driver of child `index`, which the caller owns and hands over, with the
+/// collect's chain for the child's stack to continue into.
+fn drive<S: ChildSlots>(collect: &Arc<Collect<S>>, index: usize, awaiter: Arc<[Frame]>) -> Driven {
     // SAFETY: the caller owns the slot until the spawn below hands it over.
     let frame = unsafe { collect.children.frame(index) }.expect("a driven child is unfinished");
     let driver = Driver {
         collect: collect.clone(),
         index,
         frame,
+        awaiter,
     };
     let handle = crate::task::context::with_current_executor(|executor| {
         let default;
@@ -324,7 +341,9 @@ pub(super) async fn run<S: ChildSlots>(collect: &Arc<Collect<S>>) {
             collect.claim_each(first, |index| {
                 // SAFETY: the claim made the slot ours; it lives in the collect's allocation.
                 if unsafe { collect.poll_child(index, true, cx) }.is_pending() {
-                    driven.push(drive(collect, index));
+                    // SAFETY: this is the collect's start poll.
+                    let awaiter = unsafe { collect.awaiter.frames() };
+                    driven.push(drive(collect, index, awaiter));
                 }
             });
         };

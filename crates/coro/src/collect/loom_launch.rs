@@ -17,6 +17,12 @@
 //!   children the collect reads after its last claim holds exactly the taker's, also when
 //!   that claim was of the last index (no failing claim follows it). (It fails if the taker
 //!   raises `tried_taking` after its claim instead of before.)
+//!   The collect's chain of frames (`awaiter.rs`), which both the taker and the collect (for a
+//!   child that suspended) copy for their drivers, is copied while the collect's start poll
+//!   still runs: the model's collect ends that poll (its chain's frames may change from then
+//!   on) after reading the taken list, and loom reports a copy it is not ordered after. (It
+//!   fails if the taker copies the chain once it has released the taken list's lock: a child
+//!   already handed to its driver, linked too late.)
 //! - `loom_collect_close_races_taker`: a dropped collect closes (dropping the children nobody
 //!   claimed) while an idle worker takes one; every child is polled or dropped, once. (It
 //!   fails if closing also drops the last claimed slot.)
@@ -91,7 +97,7 @@ impl ChildSlots for Counted {
 /// An idle worker taking from `collect`'s offer: the claimed child is polled there at once
 /// (its driver's first poll), and counted in `took`.
 fn take(collect: &Collect<Counted>, took: &AtomicUsize) {
-    collect.take_with(|index| {
+    collect.take_with(|index, _awaiter| {
         let mut cx = Context::from_waker(Waker::noop());
         // SAFETY: `take_with` hands us the claimed slot.
         let _ = unsafe { collect.poll_child(index, false, &mut cx) };
@@ -123,8 +129,15 @@ fn loom_collect_start_races_taker() {
         collect.claim_each(first, |index| {
             // SAFETY: the claim made the slot ours.
             let _ = unsafe { collect.poll_child(index, false, &mut cx) };
+            if index == 0 {
+                // The first child suspended: its driver gets the collect's chain.
+                // SAFETY: this is the collect's start poll.
+                drop(unsafe { collect.awaiter.frames() });
+            }
         });
         let taken = collect.take_taken();
+        // The start poll ends: the frames of the collect's chain may change from here on.
+        collect.awaiter.end_start_poll();
         assert_eq!(
             taken.len(),
             took.load(SeqCst),

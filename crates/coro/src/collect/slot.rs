@@ -11,13 +11,15 @@
 //! Children of one range share a type ([`Box<[Slot<F>]>`](Slot)); the children of
 //! `collect_all!` do not, and live in a tuple of slots. Both are [`ChildSlots`].
 
-use crate::task::context::TaskContext;
+use crate::Task;
+use crate::task::context::{TaskContext, enter_context_if_changed};
 use crate::task::poll_in_frame;
 use crate::trace::frame::FrameNode;
 use coro_executor::JoinError;
 use coro_executor::PanicPayload;
 use coro_executor::trace::Frame;
 use coro_loom::UnsafeCell;
+use std::any::Any;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, Location, catch_unwind};
 use std::pin::Pin;
@@ -50,9 +52,11 @@ pub(super) struct Slot<F: Future> {
 }
 
 enum State<F: Future> {
-    /// Not finished. The future is pinned from its first poll until dropped in place.
+    /// Not finished. The future is pinned from its first poll until dropped in place. `frame`:
+    /// the frame the child runs in, or `None` for a `Task`, which has its own (linked under
+    /// the collect's directly: the chain shows the child's frame, then the collect's).
     Running {
-        frame: FrameNode,
+        frame: Option<FrameNode>,
         future: F,
     },
     Done(Outcome<F::Output>),
@@ -71,19 +75,33 @@ where
 {
 }
 
-impl<F: Future> Slot<F> {
-    /// A slot for `fut`, framed as `name` created at `location`.
+/// The task `future` is, if it is a [`Task`] (which runs in a frame of its own).
+fn as_task<F>(future: &F) -> Option<&Task<F::Output>>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    (future as &dyn Any).downcast_ref::<Task<F::Output>>()
+}
+
+impl<F> Slot<F>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    /// A slot for `fut`, framed as `name` created at `location` unless it is a [`Task`], which
+    /// has a frame of its own.
     pub(super) fn new(
         fut: F,
         name: &'static str,
         location: &'static Location<'static>,
         is_failure: fn(&F::Output) -> bool,
     ) -> Slot<F> {
+        let frame = as_task(&fut)
+            .is_none()
+            .then(|| FrameNode::new(Frame::new(name, location)));
         Slot {
-            state: UnsafeCell::new(State::Running {
-                frame: FrameNode::new(Frame::new(name, location)),
-                future: fut,
-            }),
+            state: UnsafeCell::new(State::Running { frame, future: fut }),
             is_failure,
         }
     }
@@ -111,7 +129,15 @@ impl<F: Future> Slot<F> {
             // SAFETY: the slot does not move (caller's promise), and the future is only ever
             // dropped in place (the assignment below, or the slot's own drop).
             let future = unsafe { Pin::new_unchecked(future) };
-            let polled = catch_unwind(AssertUnwindSafe(|| poll_in_frame(frame, ctx, future, cx)));
+            let polled = catch_unwind(AssertUnwindSafe(|| match frame {
+                Some(frame) => poll_in_frame(frame, ctx, future, cx),
+                // A `Task` enters its own frame, under the current one, and captures the
+                // context current at its first poll.
+                None => {
+                    let _ctx = ctx.and_then(enter_context_if_changed);
+                    future.poll(cx)
+                }
+            }));
             let outcome = match polled {
                 Ok(Poll::Pending) => return Poll::Pending,
                 Ok(Poll::Ready(value)) => Ok(value),
@@ -151,7 +177,10 @@ impl<F: Future> Slot<F> {
         self.state.with(|state| {
             // SAFETY: the caller owns the slot.
             match unsafe { &*state } {
-                State::Running { frame, .. } => Some(frame.frame.clone()),
+                State::Running {
+                    frame: Some(frame), ..
+                } => Some(frame.frame.clone()),
+                State::Running { future, .. } => as_task(future).map(|task| task.frame().clone()),
                 _ => None,
             }
         })
