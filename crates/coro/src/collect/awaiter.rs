@@ -32,6 +32,11 @@ pub(super) struct AwaiterChain {
     frames_in_place: coro_loom::UnsafeCell<()>,
 }
 
+// SAFETY: only loom builds need this (elsewhere every field is `Sync`): the witness cell is
+// shared exactly as the chain's frames are, and it is there for loom to check those accesses.
+#[cfg(loom)]
+unsafe impl Sync for AwaiterChain {}
+
 impl AwaiterChain {
     /// The chain of the collect starting now, in its own frame (at the start of its first
     /// poll, which is its start poll).

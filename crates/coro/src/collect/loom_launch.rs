@@ -17,12 +17,13 @@
 //!   children the collect reads after its last claim holds exactly the taker's, also when
 //!   that claim was of the last index (no failing claim follows it). (It fails if the taker
 //!   raises `tried_taking` after its claim instead of before.)
-//!   The collect's chain of frames (`awaiter.rs`), which both the taker and the collect (for a
-//!   child that suspended) copy for their drivers, is copied while the collect's start poll
-//!   still runs: the model's collect ends that poll (its chain's frames may change from then
-//!   on) after reading the taken list, and loom reports a copy it is not ordered after. (It
-//!   fails if the taker copies the chain once it has released the taken list's lock: a child
-//!   already handed to its driver, linked too late.)
+//!   The taker copies the collect's chain of frames (`awaiter.rs`) for its driver while the
+//!   collect's start poll still runs: the model's collect ends that poll (its chain's frames
+//!   may change from then on) after reading the taken list, and loom reports a copy that is
+//!   not ordered before. (It fails if the taker copies the chain once it has released the
+//!   taken list's lock: a child already handed to its driver, linked too late.)
+//! - `loom_collect_start_races_taker_and_a_suspended_child`: the same, with the collect also
+//!   copying the chain for a child that suspended; the two copies race for the first.
 //! - `loom_collect_close_races_taker`: a dropped collect closes (dropping the children nobody
 //!   claimed) while an idle worker takes one; every child is polled or dropped, once. (It
 //!   fails if closing also drops the last claimed slot.)
@@ -115,9 +116,11 @@ fn spawn_taker(collect: &Arc<Collect<Counted>>, took: &Arc<AtomicUsize>) -> thre
     thread::spawn(move || take(&collect, &took))
 }
 
-#[test]
-fn loom_collect_start_races_taker() {
-    loom::model(|| {
+/// The collect's start poll racing an idle worker that takes a child; `suspends`: the first
+/// child the collect polls suspends, so the collect copies its chain for that child's driver
+/// too.
+fn start_races_taker(suspends: bool) {
+    loom::model(move || {
         let collect = Collect::start(Counted::new(), false);
         let took = Arc::new(AtomicUsize::new(0));
         // `run`'s start loop: the first claim before offering (the spawn stands for the
@@ -129,8 +132,8 @@ fn loom_collect_start_races_taker() {
         collect.claim_each(first, |index| {
             // SAFETY: the claim made the slot ours.
             let _ = unsafe { collect.poll_child(index, false, &mut cx) };
-            if index == 0 {
-                // The first child suspended: its driver gets the collect's chain.
+            if suspends && index == 0 {
+                // The child suspended: its driver gets the collect's chain.
                 // SAFETY: this is the collect's start poll.
                 drop(unsafe { collect.awaiter.frames() });
             }
@@ -146,6 +149,18 @@ fn loom_collect_start_races_taker() {
         taker.join().unwrap();
         assert_eq!(collect.children().outcomes(), [POLLED; CHILDREN]);
     });
+}
+
+#[test]
+fn loom_collect_start_races_taker() {
+    // The taker's copy of the collect's chain is the first.
+    start_races_taker(false);
+}
+
+#[test]
+fn loom_collect_start_races_taker_and_a_suspended_child() {
+    // The collect copies the chain too: either copy may come first, the other shares it.
+    start_races_taker(true);
 }
 
 #[test]
