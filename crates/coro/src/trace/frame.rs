@@ -295,12 +295,11 @@ impl Origin {
         if !continuation.frames.is_null() && (unpublished || continuation.published) {
             // SAFETY: set by `continue_with` from a slice that outlives its guard, which is live
             // while the origin's poll runs (the guards restore `CONTINUATION` in LIFO order,
-            // and a root's guard encloses every frame entered in its poll).
-            for frame in
-                unsafe { std::slice::from_raw_parts(continuation.frames, continuation.len) }
-            {
-                f(frame);
-            }
+            // and a root's guard encloses every frame entered in its poll); nothing writes
+            // the slice while it is lent.
+            let frames =
+                unsafe { std::slice::from_raw_parts(continuation.frames, continuation.len) };
+            frames.iter().for_each(f);
         }
     }
 }
