@@ -23,7 +23,7 @@
 #[path = "loom_launch.rs"]
 mod loom_launch;
 
-use super::awaiter::AwaiterChain;
+use super::awaiter::{AwaiterChain, LentChain};
 use super::children::Failure;
 use super::slot::ChildSlots;
 use crate::cancel::CancellationToken;
@@ -36,6 +36,7 @@ use coro_executor::{JoinError, JoinHandle, Offer, offer_while};
 use coro_loom::sync::Mutex;
 use coro_loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use std::future::{Future, poll_fn};
+use std::num::NonZeroU64;
 use std::pin::Pin;
 use std::sync::{Arc, PoisonError};
 use std::task::Poll;
@@ -58,16 +59,18 @@ pub(super) struct Collect<S> {
     /// child, so that the collect need not lock `taken` when none did.
     tried_taking: AtomicBool,
     /// The task running the collect: driven children show under it in dumps.
-    collect_task: Option<u64>,
-    /// The collect's chain of frames, which driven children continue their stacks into.
-    awaiter: AwaiterChain,
+    /// (Task ids start at 1: a `NonZeroU64` keeps this a word, which, with `lent`, keeps a
+    /// small collect's state within the size it copies quickly.)
+    collect_task: Option<NonZeroU64>,
+    /// The collect's chain of frames, which driven children continue their stacks into, lent
+    /// to claimers during the start poll.
+    lent: LentChain,
 }
 
 impl<S: ChildSlots> Collect<S> {
     /// The state of a collect of `children` that starts now, in the current task, whose
     /// context the children inherit; `cancels`: whether the first failure cancels the
-    /// siblings. Called in the collect's own frame, in the poll that first polls [`run`] (its
-    /// start poll), where it notes the collect's chain of frames.
+    /// siblings.
     pub(super) fn start(children: S, cancels: bool) -> Arc<Collect<S>> {
         let mut child_ctx = current_context();
         let failure = cancels.then(|| {
@@ -88,8 +91,8 @@ impl<S: ChildSlots> Collect<S> {
             failure,
             taken: Mutex::new(Vec::new()),
             tried_taking: AtomicBool::new(false),
-            collect_task: coro_executor::trace::current_task_id(),
-            awaiter: AwaiterChain::here(),
+            collect_task: coro_executor::trace::current_task_id().and_then(NonZeroU64::new),
+            lent: LentChain::new(),
         })
     }
 
@@ -181,9 +184,9 @@ impl<S: ChildSlots> Collect<S> {
         let Some(index) = self.claim() else {
             return;
         };
-        // SAFETY: a successful claim, under the lock: the collect's start poll runs until it
-        // takes this lock (see `awaiter.rs`). The chain is complete before the child can run.
-        let awaiter = unsafe { self.awaiter.frames() };
+        // SAFETY: a successful claim, under the lock. The chain is complete before the child
+        // can run.
+        let awaiter = unsafe { self.lent.frames() };
         // The claim made the slot ours; `start` hands it over.
         taken.push(start(index, awaiter));
     }
@@ -194,10 +197,17 @@ impl<S: ChildSlots> Collect<S> {
         // A taker sets the flag before its claim. A successful one comes before the caller's
         // last claim (or close) in the order of `next`'s updates, so that read-modify-write
         // acquired the flag; takers that come later claim nothing.
+        // The collect's chain is lent no more, once no claimer can be reading it.
         if !self.tried_taking.load(Relaxed) {
+            // SAFETY: no taker has claimed anything, and none will: none reads the chain.
+            unsafe { self.lent.end_loan() };
             return Vec::new();
         }
-        std::mem::take(&mut *self.taken.lock().unwrap_or_else(PoisonError::into_inner))
+        let mut taken = self.taken.lock().unwrap_or_else(PoisonError::into_inner);
+        // SAFETY: a taker that claimed reads the chain under this lock, now released; later
+        // ones claim nothing.
+        unsafe { self.lent.end_loan() };
+        std::mem::take(&mut *taken)
     }
 }
 
@@ -294,7 +304,7 @@ fn drive<S: ChildSlots>(collect: &Arc<Collect<S>>, index: usize, awaiter: Arc<[F
                 &default
             }
         };
-        let parent = collect.collect_task;
+        let parent = collect.collect_task.map(NonZeroU64::get);
         spawn_root(executor, move || (RootTrace::awaited_by(parent), driver))
     });
     Driven {
@@ -330,19 +340,23 @@ impl<S: ChildSlots> Drop for CloseOnDrop<'_, S> {
 /// its executor (shut down).
 pub(super) async fn run<S: ChildSlots>(collect: &Arc<Collect<S>>) {
     let count = collect.children.len();
-    let mut close = CloseOnDrop(Some(collect));
     let mut driven = Vec::new();
 
     // Start every child the collect can claim, offering the rest meanwhile: all in one poll
     // of this task (each child's first poll returns at once), as an offer must be.
     poll_fn(|cx| {
+        // The collect's chain of frames, for the children it drives: this is its start poll,
+        // in its own frame. Declared before `close`, so that on unwinding it outlives the
+        // closing, which waits for takers copying it.
+        let chain = AwaiterChain::here();
+        let mut close = CloseOnDrop(Some(collect));
         let first = Collect::claim_first(collect);
         let mut start_all = || {
             collect.claim_each(first, |index| {
                 // SAFETY: the claim made the slot ours; it lives in the collect's allocation.
                 if unsafe { collect.poll_child(index, true, cx) }.is_pending() {
-                    // SAFETY: this is the collect's start poll.
-                    let awaiter = unsafe { collect.awaiter.frames() };
+                    // SAFETY: this is the collect's start poll, on its own thread.
+                    let awaiter = unsafe { chain.frames() };
                     driven.push(drive(collect, index, awaiter));
                 }
             });
@@ -353,17 +367,20 @@ pub(super) async fn run<S: ChildSlots>(collect: &Arc<Collect<S>>) {
         let _ctx = enter_context(&collect.child_ctx);
         without_publishing(|| {
             if count > 1 {
+                // SAFETY: before the offer is posted; `chain` outlives the loan, which ends
+                // when the collect reads its taken list (`take_taken`, also in `close`).
+                unsafe { collect.lent.lend(&chain) };
                 offer_while(collect, start_all);
             } else {
                 start_all();
             }
         });
+        // Every child is claimed: every one an idle worker took is listed by now.
+        driven.append(&mut collect.take_taken());
+        close.0 = None;
         Poll::Ready(())
     })
     .await;
-    // Every child is claimed: every one an idle worker took is listed by now.
-    driven.append(&mut collect.take_taken());
-    close.0 = None;
 
     // Wait for the driven children. Each is awaited through its cancel-on-drop owner: if the
     // collect is dropped while waiting, the child is cancelled, not detached. A driver dropped

@@ -18,17 +18,19 @@
 //!   that claim was of the last index (no failing claim follows it). (It fails if the taker
 //!   raises `tried_taking` after its claim instead of before.)
 //!   The taker copies the collect's chain of frames (`awaiter.rs`) for its driver while the
-//!   collect's start poll still runs: the model's collect ends that poll (its chain's frames
-//!   may change from then on) after reading the taken list, and loom reports a copy that is
-//!   not ordered before. (It fails if the taker copies the chain once it has released the
-//!   taken list's lock: a child already handed to its driver, linked too late.)
+//!   collect lends it: reading the taken list ends the loan, and loom reports a taker's read
+//!   of the loan that is not ordered before. (It fails if the taker copies the chain once it
+//!   has released the taken list's lock: a child already handed to its driver, linked too
+//!   late.)
 //! - `loom_collect_start_races_taker_and_a_suspended_child`: the same, with the collect also
 //!   copying the chain for a child that suspended; the two copies race for the first.
 //! - `loom_collect_close_races_taker`: a dropped collect closes (dropping the children nobody
-//!   claimed) while an idle worker takes one; every child is polled or dropped, once. (It
-//!   fails if closing also drops the last claimed slot.)
+//!   claimed) while an idle worker takes one; every child is polled or dropped, once, and a
+//!   taker's read of the collect's lent chain comes before closing ends the loan. (It fails if
+//!   closing also drops the last claimed slot.)
 
 use super::{Collect, Driven};
+use crate::collect::awaiter::AwaiterChain;
 use crate::collect::slot::ChildSlots;
 use crate::task::context::TaskContext;
 use coro_executor::trace::Frame;
@@ -127,6 +129,9 @@ fn start_races_taker(suspends: bool) {
         // post, which releases it to takers), then the rest while offering, then its read of
         // what was taken.
         let first = Collect::claim_first(&collect);
+        let chain = AwaiterChain::here();
+        // SAFETY: before the post; the chain outlives the loan (`take_taken` ends it).
+        unsafe { collect.lent.lend(&chain) };
         let taker = spawn_taker(&collect, &took);
         let mut cx = Context::from_waker(Waker::noop());
         collect.claim_each(first, |index| {
@@ -134,13 +139,12 @@ fn start_races_taker(suspends: bool) {
             let _ = unsafe { collect.poll_child(index, false, &mut cx) };
             if suspends && index == 0 {
                 // The child suspended: its driver gets the collect's chain.
-                // SAFETY: this is the collect's start poll.
-                drop(unsafe { collect.awaiter.frames() });
+                // SAFETY: this is the collect's start poll, on its own thread.
+                drop(unsafe { chain.frames() });
             }
         });
+        // Ends the loan of the chain.
         let taken = collect.take_taken();
-        // The start poll ends: the frames of the collect's chain may change from here on.
-        collect.awaiter.end_start_poll();
         assert_eq!(
             taken.len(),
             took.load(SeqCst),

@@ -19,7 +19,7 @@ use coro_executor::JoinError;
 use coro_executor::PanicPayload;
 use coro_executor::trace::Frame;
 use coro_loom::UnsafeCell;
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, Location, catch_unwind};
 use std::pin::Pin;
@@ -53,10 +53,10 @@ pub(super) struct Slot<F: Future> {
 
 enum State<F: Future> {
     /// Not finished. The future is pinned from its first poll until dropped in place. `frame`:
-    /// the frame the child runs in, or `None` for a `Task`, which has its own (linked under
-    /// the collect's directly: the chain shows the child's frame, then the collect's).
+    /// the frame the child runs in, unless it is a `Task`, which has its own (linked under the
+    /// collect's directly: the chain shows the child's frame, then the collect's).
     Running {
-        frame: Option<FrameNode>,
+        frame: FrameNode,
         future: F,
     },
     Done(Outcome<F::Output>),
@@ -75,13 +75,15 @@ where
 {
 }
 
-/// The task `future` is, if it is a [`Task`] (which runs in a frame of its own).
-fn as_task<F>(future: &F) -> Option<&Task<F::Output>>
+/// Whether children of type `F` are [`Task`]s, which run in frames of their own. Known at
+/// compile time: each slot type keeps only the branch it takes.
+#[inline(always)]
+fn is_task<F>() -> bool
 where
     F: Future + 'static,
     F::Output: 'static,
 {
-    (future as &dyn Any).downcast_ref::<Task<F::Output>>()
+    TypeId::of::<F>() == TypeId::of::<Task<F::Output>>()
 }
 
 impl<F> Slot<F>
@@ -90,18 +92,18 @@ where
     F::Output: 'static,
 {
     /// A slot for `fut`, framed as `name` created at `location` unless it is a [`Task`], which
-    /// has a frame of its own.
+    /// has a frame of its own (the slot's then goes unused).
     pub(super) fn new(
         fut: F,
         name: &'static str,
         location: &'static Location<'static>,
         is_failure: fn(&F::Output) -> bool,
     ) -> Slot<F> {
-        let frame = as_task(&fut)
-            .is_none()
-            .then(|| FrameNode::new(Frame::new(name, location)));
         Slot {
-            state: UnsafeCell::new(State::Running { frame, future: fut }),
+            state: UnsafeCell::new(State::Running {
+                frame: FrameNode::new(Frame::new(name, location)),
+                future: fut,
+            }),
             is_failure,
         }
     }
@@ -129,13 +131,14 @@ where
             // SAFETY: the slot does not move (caller's promise), and the future is only ever
             // dropped in place (the assignment below, or the slot's own drop).
             let future = unsafe { Pin::new_unchecked(future) };
-            let polled = catch_unwind(AssertUnwindSafe(|| match frame {
-                Some(frame) => poll_in_frame(frame, ctx, future, cx),
-                // A `Task` enters its own frame, under the current one, and captures the
-                // context current at its first poll.
-                None => {
+            let polled = catch_unwind(AssertUnwindSafe(|| {
+                if is_task::<F>() {
+                    // A `Task` enters its own frame, under the current one, and captures the
+                    // context current at its first poll.
                     let _ctx = ctx.and_then(enter_context_if_changed);
                     future.poll(cx)
+                } else {
+                    poll_in_frame(frame, ctx, future, cx)
                 }
             }));
             let outcome = match polled {
@@ -177,10 +180,12 @@ where
         self.state.with(|state| {
             // SAFETY: the caller owns the slot.
             match unsafe { &*state } {
-                State::Running {
-                    frame: Some(frame), ..
-                } => Some(frame.frame.clone()),
-                State::Running { future, .. } => as_task(future).map(|task| task.frame().clone()),
+                State::Running { frame, future } => Some(
+                    match (future as &dyn Any).downcast_ref::<Task<F::Output>>() {
+                        Some(task) => task.frame().clone(),
+                        None => frame.frame.clone(),
+                    },
+                ),
                 _ => None,
             }
         })
