@@ -32,19 +32,21 @@ const _: () = assert!(
 unsafe impl Send for FrameNode {}
 
 /// Frames that continue the chain being polled on a thread, past its outermost node: those of
-/// the awaiter of the root task being polled, which runs elsewhere. `published`: whether they
-/// belong in the stack the root publishes for dumps (see [`continue_into_unpublished`]).
+/// the awaiter of the root task being polled, which runs elsewhere. `published`: `frames` if
+/// they belong in the stack the root publishes for dumps, else null (see
+/// [`continue_into_unpublished`]); a pointer rather than a flag, so that the check each
+/// suspension makes ([`has_published_continuation`]) is one load and one test.
 #[derive(Clone, Copy)]
 struct Continuation {
     frames: *const Frame,
     len: usize,
-    published: bool,
+    published: *const Frame,
 }
 
 const NO_CONTINUATION: Continuation = Continuation {
     frames: ptr::null(),
     len: 0,
-    published: true,
+    published: ptr::null(),
 };
 
 thread_local! {
@@ -75,7 +77,11 @@ fn continue_with(frames: &[Frame], published: bool) -> ContinuationGuard {
     let continuation = Continuation {
         frames: frames.as_ptr(),
         len: frames.len(),
-        published,
+        published: if published {
+            frames.as_ptr()
+        } else {
+            ptr::null()
+        },
     };
     let previous = CONTINUATION.with(|c| c.replace(continuation));
     ContinuationGuard { previous }
@@ -95,8 +101,7 @@ impl Drop for ContinuationGuard {
 /// elsewhere.
 #[inline]
 pub(crate) fn has_published_continuation() -> bool {
-    let continuation = CONTINUATION.with(Cell::get);
-    !continuation.frames.is_null() && continuation.published
+    !CONTINUATION.with(|c| c.get().published).is_null()
 }
 
 /// The link of a frame not entered since it was made or renamed: no frame lives at this
@@ -292,7 +297,7 @@ impl Origin {
             node = n.parent();
         }
         let continuation = self.continuation;
-        if !continuation.frames.is_null() && (unpublished || continuation.published) {
+        if !continuation.frames.is_null() && (unpublished || !continuation.published.is_null()) {
             // SAFETY: set by `continue_with` from a slice that outlives its guard, which is live
             // while the origin's poll runs (the guards restore `CONTINUATION` in LIFO order,
             // and a root's guard encloses every frame entered in its poll); nothing writes
