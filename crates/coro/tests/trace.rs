@@ -846,23 +846,36 @@ mod collect_stacks {
         Task::new(async { stack_names() }).named(name)
     }
 
+    /// What children `A` and `B` of a `collect_all_range` in a task `P` read: each its own
+    /// frame, the collect's, then its awaiter's.
+    const WHOLE_CHAINS: [[&str; 3]; 2] = [
+        ["A", "collect_all_range", "P"],
+        ["B", "collect_all_range", "P"],
+    ];
+
+    /// The stacks children `a` and `b` return, collected by `collect_all_range` in a task
+    /// named `P` on `pool`.
+    fn collected_in_p(
+        pool: &ThreadPool,
+        a: Task<Vec<String>>,
+        b: Task<Vec<String>>,
+    ) -> Vec<Vec<String>> {
+        block_wait(
+            Task::new(async move { coro::collect_all_range([a, b]).await })
+                .named("P")
+                .schedule_on(pool),
+        )
+    }
+
     #[test]
     fn collect_children_read_the_whole_chain_on_a_fresh_two_worker_pool() {
         // The children are quick: usually the collect runs both inline, but an idle worker
         // of a pool just started often takes one, and that child runs in parallel.
         for run in 0..2000 {
             let pool = ThreadPool::new(2).unwrap();
-            let stacks = block_wait(
-                Task::new(async { coro::collect_all_range([reader("A"), reader("B")]).await })
-                    .named("P")
-                    .schedule_on(&pool),
-            );
+            let stacks = collected_in_p(&pool, reader("A"), reader("B"));
             assert_eq!(
-                stacks,
-                [
-                    ["A", "collect_all_range", "P"],
-                    ["B", "collect_all_range", "P"]
-                ],
+                stacks, WHOLE_CHAINS,
                 "run {run}: each child reads its own frame, the collect's, then its awaiter's"
             );
         }
@@ -890,14 +903,9 @@ mod collect_stacks {
             names
         })
         .named("B");
-        let stacks = block_wait(
-            Task::new(async { coro::collect_all_range([busy, taken]).await })
-                .named("P")
-                .schedule_on(&pool),
-        );
+        let stacks = collected_in_p(&pool, busy, taken);
         assert!(taken_ran.load(SeqCst), "no idle worker took B within 10 s");
-        assert_eq!(stacks[1], ["B", "collect_all_range", "P"]);
-        assert_eq!(stacks[0], ["A", "collect_all_range", "P"]);
+        assert_eq!(stacks, WHOLE_CHAINS);
     }
 
     #[test]
@@ -912,18 +920,8 @@ mod collect_stacks {
             })
             .named(name)
         };
-        let stacks = block_wait(
-            Task::new(async move { coro::collect_all_range([child("A"), child("B")]).await })
-                .named("P")
-                .schedule_on(&pool),
-        );
-        assert_eq!(
-            stacks,
-            [
-                ["A", "collect_all_range", "P"],
-                ["B", "collect_all_range", "P"]
-            ]
-        );
+        let stacks = collected_in_p(&pool, child("A"), child("B"));
+        assert_eq!(stacks, WHOLE_CHAINS);
     }
 
     #[test]
