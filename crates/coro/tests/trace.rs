@@ -822,3 +822,122 @@ fn a_child_on_another_executor_continues_its_stack_into_its_awaiter() {
     baton.post();
     block_wait(parent).unwrap();
 }
+
+/// The async stacks of a collect's children, read inside the children: each one's own frame
+/// links to the collect's frame, then the collect's awaiter's, whether the collect polled the
+/// child inline, an idle worker took it, or it resumed on a task of its own after suspending.
+mod collect_stacks {
+    use coro::{Task, ThreadPool, block_wait};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::time::{Duration, Instant};
+
+    /// The names of the frames of `current_stack()`, innermost first.
+    fn stack_names() -> Vec<String> {
+        coro::trace::current_stack()
+            .frames()
+            .iter()
+            .map(|f| f.name().to_owned())
+            .collect()
+    }
+
+    /// A child named `name` that returns the names on its stack.
+    fn reader(name: &'static str) -> Task<Vec<String>> {
+        Task::new(async { stack_names() }).named(name)
+    }
+
+    /// What children `A` and `B` of a `collect_all_range` in a task `P` read: each its own
+    /// frame, the collect's, then its awaiter's.
+    const WHOLE_CHAINS: [[&str; 3]; 2] = [
+        ["A", "collect_all_range", "P"],
+        ["B", "collect_all_range", "P"],
+    ];
+
+    /// The stacks children `a` and `b` return, collected by `collect_all_range` in a task
+    /// named `P` on `pool`.
+    fn collected_in_p(
+        pool: &ThreadPool,
+        a: Task<Vec<String>>,
+        b: Task<Vec<String>>,
+    ) -> Vec<Vec<String>> {
+        block_wait(
+            Task::new(async move { coro::collect_all_range([a, b]).await })
+                .named("P")
+                .schedule_on(pool),
+        )
+    }
+
+    #[test]
+    fn collect_children_read_the_whole_chain_on_a_fresh_two_worker_pool() {
+        // The children are quick: usually the collect runs both inline, but an idle worker
+        // of a pool just started often takes one, and that child runs in parallel.
+        for run in 0..2000 {
+            let pool = ThreadPool::new(2).unwrap();
+            let stacks = collected_in_p(&pool, reader("A"), reader("B"));
+            assert_eq!(
+                stacks, WHOLE_CHAINS,
+                "run {run}: each child reads its own frame, the collect's, then its awaiter's"
+            );
+        }
+    }
+
+    #[test]
+    fn a_child_an_idle_worker_takes_reads_the_whole_chain() {
+        let pool = ThreadPool::new(2).unwrap();
+        let taken_ran = Arc::new(AtomicBool::new(false));
+        let flag = taken_ran.clone();
+        // A keeps the collect's worker busy until B has run: B can only have run on the other
+        // worker, which took it from the collect's offer.
+        let busy = Task::new(async move {
+            let start = Instant::now();
+            while !flag.load(SeqCst) && start.elapsed() < Duration::from_secs(10) {
+                std::hint::spin_loop();
+            }
+            stack_names()
+        })
+        .named("A");
+        let flag = taken_ran.clone();
+        let taken = Task::new(async move {
+            let names = stack_names();
+            flag.store(true, SeqCst);
+            names
+        })
+        .named("B");
+        let stacks = collected_in_p(&pool, busy, taken);
+        assert!(taken_ran.load(SeqCst), "no idle worker took B within 10 s");
+        assert_eq!(stacks, WHOLE_CHAINS);
+    }
+
+    #[test]
+    fn a_child_resumed_by_a_task_of_its_own_reads_the_whole_chain() {
+        let pool = ThreadPool::new(2).unwrap();
+        // Each child suspends while the collect runs it inline, so it resumes on a task of
+        // its own.
+        let child = |name: &'static str| {
+            Task::new(async {
+                coro::yield_now().await;
+                stack_names()
+            })
+            .named(name)
+        };
+        let stacks = collected_in_p(&pool, child("A"), child("B"));
+        assert_eq!(stacks, WHOLE_CHAINS);
+    }
+
+    #[test]
+    fn a_task_child_links_to_the_collects_frame_once() {
+        // A Task child has a frame of its own, linked directly to the collect's; a plain
+        // future child has none, and stands in the chain as a frame named after the collect.
+        let (tasks, plain) = block_wait(
+            Task::new(async {
+                let tasks = coro::collect_all!(reader("A"), reader("B")).await;
+                let plain = coro::collect_all_range([async { stack_names() }]).await;
+                (tasks, plain)
+            })
+            .named("P"),
+        );
+        assert_eq!(tasks.0, ["A", "collect_all", "P"]);
+        assert_eq!(tasks.1, ["B", "collect_all", "P"]);
+        assert_eq!(plain[0], ["collect_all_range", "collect_all_range", "P"]);
+    }
+}

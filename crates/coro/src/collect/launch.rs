@@ -23,17 +23,20 @@
 #[path = "loom_launch.rs"]
 mod loom_launch;
 
+use super::awaiter::{AwaiterChain, LentChain};
 use super::children::Failure;
 use super::slot::ChildSlots;
 use crate::cancel::CancellationToken;
 use crate::task::context::{TaskContext, current_context, enter_context};
 use crate::task::root::{RootBody, spawn_root};
 use crate::trace::Frame;
+use crate::trace::frame::{continue_into_unpublished, inside_frame};
 use crate::trace::publish::{RootTrace, without_publishing};
 use coro_executor::{JoinError, JoinHandle, Offer, offer_while};
 use coro_loom::sync::Mutex;
 use coro_loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use std::future::{Future, poll_fn};
+use std::num::NonZeroU64;
 use std::pin::Pin;
 use std::sync::{Arc, PoisonError};
 use std::task::Poll;
@@ -56,7 +59,12 @@ pub(super) struct Collect<S> {
     /// child, so that the collect need not lock `taken` when none did.
     tried_taking: AtomicBool,
     /// The task running the collect: driven children show under it in dumps.
-    collect_task: Option<u64>,
+    /// (Task ids start at 1: a `NonZeroU64` keeps this a word, which, with `lent`, keeps a
+    /// small collect's state within the size it copies quickly.)
+    collect_task: Option<NonZeroU64>,
+    /// The collect's chain of frames, which driven children continue their stacks into, lent
+    /// to claimers during the start poll.
+    lent: LentChain,
 }
 
 impl<S: ChildSlots> Collect<S> {
@@ -83,7 +91,8 @@ impl<S: ChildSlots> Collect<S> {
             failure,
             taken: Mutex::new(Vec::new()),
             tried_taking: AtomicBool::new(false),
-            collect_task: coro_executor::trace::current_task_id(),
+            collect_task: coro_executor::trace::current_task_id().and_then(NonZeroU64::new),
+            lent: LentChain::new(),
         })
     }
 
@@ -167,16 +176,19 @@ impl<S: ChildSlots> Collect<S> {
     }
 
     /// Claims the next unstarted child for an idle worker, and lists what `start` makes of it
-    /// (its driver) for the collect to await.
-    fn take_with(&self, start: impl FnOnce(usize) -> Driven) {
+    /// (its driver, given the collect's chain to continue into) for the collect to await.
+    fn take_with(&self, start: impl FnOnce(usize, Arc<[Frame]>) -> Driven) {
         let mut taken = self.taken.lock().unwrap_or_else(PoisonError::into_inner);
         // Before the claim: the claim's release carries it to the collect's final claim.
         self.tried_taking.store(true, Relaxed);
         let Some(index) = self.claim() else {
             return;
         };
+        // SAFETY: a successful claim, under the lock. The chain is complete before the child
+        // can run.
+        let awaiter = unsafe { self.lent.frames() };
         // The claim made the slot ours; `start` hands it over.
-        taken.push(start(index));
+        taken.push(start(index, awaiter));
     }
 
     /// The children idle workers took, once no more can be claimed (the caller made the last
@@ -185,10 +197,17 @@ impl<S: ChildSlots> Collect<S> {
         // A taker sets the flag before its claim. A successful one comes before the caller's
         // last claim (or close) in the order of `next`'s updates, so that read-modify-write
         // acquired the flag; takers that come later claim nothing.
+        // The collect's chain is lent no more, once no claimer can be reading it.
         if !self.tried_taking.load(Relaxed) {
+            // SAFETY: no taker has claimed anything, and none will: none reads the chain.
+            unsafe { self.lent.end_loan() };
             return Vec::new();
         }
-        std::mem::take(&mut *self.taken.lock().unwrap_or_else(PoisonError::into_inner))
+        let mut taken = self.taken.lock().unwrap_or_else(PoisonError::into_inner);
+        // SAFETY: a taker that claimed reads the chain under this lock, now released; later
+        // ones claim nothing.
+        unsafe { self.lent.end_loan() };
+        std::mem::take(&mut *taken)
     }
 }
 
@@ -208,7 +227,7 @@ impl<S: ChildSlots> Offer for Collect<S> {
 
     /// On an idle worker: claims the next unstarted child and spawns its driver there.
     fn take(self: Arc<Self>) {
-        self.take_with(|index| drive(&self, index));
+        self.take_with(|index, awaiter| drive(&self, index, awaiter));
     }
 }
 
@@ -234,6 +253,8 @@ struct Driver<S> {
     /// The child's frame, which dumps show as this task's name. (A copy: the child's own is in
     /// its slot, which outlives the child but not necessarily this task.)
     frame: Frame,
+    /// The collect's chain, innermost first, which the child's stack continues into.
+    awaiter: Arc<[Frame]>,
 }
 
 impl<S: ChildSlots> RootBody for Driver<S> {
@@ -246,6 +267,10 @@ impl<S: ChildSlots> Future for Driver<S> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        // The child's stack continues into the collect's chain; polled inside another frame
+        // (by an inline executor, in the collect's poll), it is linked there already. Not
+        // published: a dump appends the collect's task's own published stack.
+        let _continued = (!inside_frame()).then(|| continue_into_unpublished(&self.awaiter));
         let collect = &self.collect;
         // SAFETY: the driver owns the slot: its spawner (the claimer) handed it over and polls
         // it no more; the collect only reads it after this task has finished.
@@ -259,14 +284,16 @@ impl<S: ChildSlots> Future for Driver<S> {
     }
 }
 
-/// Spawns the driver of child `index`, which the caller owns and hands over.
-fn drive<S: ChildSlots>(collect: &Arc<Collect<S>>, index: usize) -> Driven {
+/// Spawns the driver of child `index`, which the caller owns and hands over, with the
+/// collect's chain for the child's stack to continue into.
+fn drive<S: ChildSlots>(collect: &Arc<Collect<S>>, index: usize, awaiter: Arc<[Frame]>) -> Driven {
     // SAFETY: the caller owns the slot until the spawn below hands it over.
     let frame = unsafe { collect.children.frame(index) }.expect("a driven child is unfinished");
     let driver = Driver {
         collect: collect.clone(),
         index,
         frame,
+        awaiter,
     };
     let handle = crate::task::context::with_current_executor(|executor| {
         let default;
@@ -277,7 +304,7 @@ fn drive<S: ChildSlots>(collect: &Arc<Collect<S>>, index: usize) -> Driven {
                 &default
             }
         };
-        let parent = collect.collect_task;
+        let parent = collect.collect_task.map(NonZeroU64::get);
         spawn_root(executor, move || (RootTrace::awaited_by(parent), driver))
     });
     Driven {
@@ -313,18 +340,24 @@ impl<S: ChildSlots> Drop for CloseOnDrop<'_, S> {
 /// its executor (shut down).
 pub(super) async fn run<S: ChildSlots>(collect: &Arc<Collect<S>>) {
     let count = collect.children.len();
-    let mut close = CloseOnDrop(Some(collect));
     let mut driven = Vec::new();
 
     // Start every child the collect can claim, offering the rest meanwhile: all in one poll
     // of this task (each child's first poll returns at once), as an offer must be.
     poll_fn(|cx| {
+        // The collect's chain of frames, for the children it drives: this is its start poll,
+        // in its own frame. Declared before `close`, so that on unwinding it outlives the
+        // closing, which waits for takers copying it.
+        let chain = AwaiterChain::here();
+        let mut close = CloseOnDrop(Some(collect));
         let first = Collect::claim_first(collect);
         let mut start_all = || {
             collect.claim_each(first, |index| {
                 // SAFETY: the claim made the slot ours; it lives in the collect's allocation.
                 if unsafe { collect.poll_child(index, true, cx) }.is_pending() {
-                    driven.push(drive(collect, index));
+                    // SAFETY: this is the collect's start poll, on its own thread.
+                    let awaiter = unsafe { chain.frames() };
+                    driven.push(drive(collect, index, awaiter));
                 }
             });
         };
@@ -334,17 +367,20 @@ pub(super) async fn run<S: ChildSlots>(collect: &Arc<Collect<S>>) {
         let _ctx = enter_context(&collect.child_ctx);
         without_publishing(|| {
             if count > 1 {
+                // SAFETY: before the offer is posted; `chain` outlives the loan, which ends
+                // when the collect reads its taken list (`take_taken`, also in `close`).
+                unsafe { collect.lent.lend(&chain) };
                 offer_while(collect, start_all);
             } else {
                 start_all();
             }
         });
+        // Every child is claimed: every one an idle worker took is listed by now.
+        driven.append(&mut collect.take_taken());
+        close.0 = None;
         Poll::Ready(())
     })
     .await;
-    // Every child is claimed: every one an idle worker took is listed by now.
-    driven.append(&mut collect.take_taken());
-    close.0 = None;
 
     // Wait for the driven children. Each is awaited through its cancel-on-drop owner: if the
     // collect is dropped while waiting, the child is cancelled, not detached. A driver dropped

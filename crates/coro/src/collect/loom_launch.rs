@@ -17,11 +17,20 @@
 //!   children the collect reads after its last claim holds exactly the taker's, also when
 //!   that claim was of the last index (no failing claim follows it). (It fails if the taker
 //!   raises `tried_taking` after its claim instead of before.)
+//!   The taker copies the collect's chain of frames (`awaiter.rs`) for its driver while the
+//!   collect lends it: reading the taken list ends the loan, and loom reports a taker's read
+//!   of the loan that is not ordered before. (It fails if the taker copies the chain once it
+//!   has released the taken list's lock: a child already handed to its driver, linked too
+//!   late.)
+//! - `loom_collect_start_races_taker_and_a_suspended_child`: the same, with the collect also
+//!   copying the chain for a child that suspended; the two copies race for the first.
 //! - `loom_collect_close_races_taker`: a dropped collect closes (dropping the children nobody
-//!   claimed) while an idle worker takes one; every child is polled or dropped, once. (It
-//!   fails if closing also drops the last claimed slot.)
+//!   claimed) while an idle worker takes one; every child is polled or dropped, once, and a
+//!   taker's read of the collect's lent chain comes before closing ends the loan. (It fails if
+//!   closing also drops the last claimed slot.)
 
 use super::{Collect, Driven};
+use crate::collect::awaiter::AwaiterChain;
 use crate::collect::slot::ChildSlots;
 use crate::task::context::TaskContext;
 use coro_executor::trace::Frame;
@@ -91,7 +100,7 @@ impl ChildSlots for Counted {
 /// An idle worker taking from `collect`'s offer: the claimed child is polled there at once
 /// (its driver's first poll), and counted in `took`.
 fn take(collect: &Collect<Counted>, took: &AtomicUsize) {
-    collect.take_with(|index| {
+    collect.take_with(|index, _awaiter| {
         let mut cx = Context::from_waker(Waker::noop());
         // SAFETY: `take_with` hands us the claimed slot.
         let _ = unsafe { collect.poll_child(index, false, &mut cx) };
@@ -109,21 +118,32 @@ fn spawn_taker(collect: &Arc<Collect<Counted>>, took: &Arc<AtomicUsize>) -> thre
     thread::spawn(move || take(&collect, &took))
 }
 
-#[test]
-fn loom_collect_start_races_taker() {
-    loom::model(|| {
+/// The collect's start poll racing an idle worker that takes a child; `suspends`: the first
+/// child the collect polls suspends, so the collect copies its chain for that child's driver
+/// too.
+fn start_races_taker(suspends: bool) {
+    loom::model(move || {
         let collect = Collect::start(Counted::new(), false);
         let took = Arc::new(AtomicUsize::new(0));
         // `run`'s start loop: the first claim before offering (the spawn stands for the
         // post, which releases it to takers), then the rest while offering, then its read of
         // what was taken.
         let first = Collect::claim_first(&collect);
+        let chain = AwaiterChain::here();
+        // SAFETY: before the post; the chain outlives the loan (`take_taken` ends it).
+        unsafe { collect.lent.lend(&chain) };
         let taker = spawn_taker(&collect, &took);
         let mut cx = Context::from_waker(Waker::noop());
         collect.claim_each(first, |index| {
             // SAFETY: the claim made the slot ours.
             let _ = unsafe { collect.poll_child(index, false, &mut cx) };
+            if suspends && index == 0 {
+                // The child suspended: its driver gets the collect's chain.
+                // SAFETY: this is the collect's start poll, on its own thread.
+                drop(unsafe { chain.frames() });
+            }
         });
+        // Ends the loan of the chain.
         let taken = collect.take_taken();
         assert_eq!(
             taken.len(),
@@ -133,6 +153,18 @@ fn loom_collect_start_races_taker() {
         taker.join().unwrap();
         assert_eq!(collect.children().outcomes(), [POLLED; CHILDREN]);
     });
+}
+
+#[test]
+fn loom_collect_start_races_taker() {
+    // The taker's copy of the collect's chain is the first.
+    start_races_taker(false);
+}
+
+#[test]
+fn loom_collect_start_races_taker_and_a_suspended_child() {
+    // The collect copies the chain too: either copy may come first, the other shares it.
+    start_races_taker(true);
 }
 
 #[test]

@@ -7,6 +7,8 @@
 //! - `launch`: how the all-children collects run their children: in place, inline until each
 //!   first suspends, the unstarted rest offered to idle workers so CPU-bound children run in
 //!   parallel;
+//! - `awaiter`: the collect's chain of frames, which the children it drives as tasks of their
+//!   own continue their stacks into;
 //! - `range`: [`collect_all_range`] and [`try_collect_all_range`];
 //! - `settled`: [`collect_all_settled_range`], which never cancels siblings;
 //! - `windowed`: [`collect_all_windowed`] and [`collect_all_windowed_settled`], at most
@@ -20,6 +22,7 @@
 //!   types.
 
 mod any;
+mod awaiter;
 pub(crate) mod children;
 mod launch;
 mod range;

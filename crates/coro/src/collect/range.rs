@@ -20,6 +20,8 @@ pub(super) fn slots<I>(
 where
     I: IntoIterator,
     I::Item: IntoFuture,
+    <I::Item as IntoFuture>::IntoFuture: 'static,
+    <I::Item as IntoFuture>::Output: 'static,
 {
     iter.into_iter()
         .map(|item| Slot::new(item.into_future(), name, location, is_failure))
@@ -57,12 +59,15 @@ const TRY_ALL: &str = "try_collect_all_range";
 /// The result is a lazy [`Task`] named `collect_all_range`: nothing starts until it is awaited
 /// (the iterator itself is consumed here, turning each item into its future). Each child runs
 /// in the caller's context, with a cancellation token merged from the caller's and the
-/// collect's own, in a frame of its own under the collect's. The collect polls each child
+/// collect's own, in a frame of its own under the collect's: a [`Task`] child in its own
+/// frame, any other future in one named after the collect. The collect polls each child
 /// inline until it first suspends, and a child that suspends continues as a task of its own on
 /// the current executor; while a child keeps the worker busy, idle workers of a
 /// [`ThreadPool`](crate::ThreadPool) take up the children not started yet (the pool's monitor
 /// wakes one after 50 µs to about 10 ms, depending on how recently it saw such work). So
 /// children that are ready at once cost no spawn, and CPU-bound ones still run in parallel.
+/// Wherever a child runs, its async stack reads its own frame, the collect's, then the
+/// caller's, out to the root.
 ///
 /// # Panics
 ///
@@ -79,6 +84,19 @@ const TRY_ALL: &str = "try_collect_all_range";
 ///     i * i
 /// }));
 /// assert_eq!(coro::block_wait(squares), [1, 4, 9, 16]);
+///
+/// // Each child's stack: its own frame, the collect's, then the caller's.
+/// let names = |stack: &coro::trace::AsyncStack| -> Vec<String> {
+///     stack.frames().iter().map(|f| f.name().to_owned()).collect()
+/// };
+/// let child = |name: &'static str| {
+///     coro::Task::new(async { coro::trace::current_stack() }).named(name)
+/// };
+/// let stacks = coro::block_wait(
+///     coro::Task::new(async move { coro::collect_all_range([child("a"), child("b")]).await })
+///         .named("caller"),
+/// );
+/// assert_eq!(names(&stacks[1]), ["b", "collect_all_range", "caller"]);
 /// ```
 #[track_caller]
 pub fn collect_all_range<I, T>(iter: I) -> Task<Vec<T>>

@@ -11,13 +11,15 @@
 //! Children of one range share a type ([`Box<[Slot<F>]>`](Slot)); the children of
 //! `collect_all!` do not, and live in a tuple of slots. Both are [`ChildSlots`].
 
-use crate::task::context::TaskContext;
+use crate::Task;
+use crate::task::context::{TaskContext, enter_context_if_changed};
 use crate::task::poll_in_frame;
 use crate::trace::frame::FrameNode;
 use coro_executor::JoinError;
 use coro_executor::PanicPayload;
 use coro_executor::trace::Frame;
 use coro_loom::UnsafeCell;
+use std::any::{Any, TypeId};
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, Location, catch_unwind};
 use std::pin::Pin;
@@ -50,7 +52,9 @@ pub(super) struct Slot<F: Future> {
 }
 
 enum State<F: Future> {
-    /// Not finished. The future is pinned from its first poll until dropped in place.
+    /// Not finished. The future is pinned from its first poll until dropped in place. `frame`:
+    /// the frame the child runs in, unless it is a `Task`, which has its own (linked under the
+    /// collect's directly: the chain shows the child's frame, then the collect's).
     Running {
         frame: FrameNode,
         future: F,
@@ -71,8 +75,24 @@ where
 {
 }
 
-impl<F: Future> Slot<F> {
-    /// A slot for `fut`, framed as `name` created at `location`.
+/// Whether children of type `F` are [`Task`]s, which run in frames of their own. Known at
+/// compile time: each slot type keeps only the branch it takes.
+#[inline(always)]
+fn is_task<F>() -> bool
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    TypeId::of::<F>() == TypeId::of::<Task<F::Output>>()
+}
+
+impl<F> Slot<F>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    /// A slot for `fut`, framed as `name` created at `location` unless it is a [`Task`], which
+    /// has a frame of its own (the slot's then goes unused).
     pub(super) fn new(
         fut: F,
         name: &'static str,
@@ -111,7 +131,16 @@ impl<F: Future> Slot<F> {
             // SAFETY: the slot does not move (caller's promise), and the future is only ever
             // dropped in place (the assignment below, or the slot's own drop).
             let future = unsafe { Pin::new_unchecked(future) };
-            let polled = catch_unwind(AssertUnwindSafe(|| poll_in_frame(frame, ctx, future, cx)));
+            let polled = catch_unwind(AssertUnwindSafe(|| {
+                if is_task::<F>() {
+                    // A `Task` enters its own frame, under the current one, and captures the
+                    // context current at its first poll.
+                    let _ctx = ctx.and_then(enter_context_if_changed);
+                    future.poll(cx)
+                } else {
+                    poll_in_frame(frame, ctx, future, cx)
+                }
+            }));
             let outcome = match polled {
                 Ok(Poll::Pending) => return Poll::Pending,
                 Ok(Poll::Ready(value)) => Ok(value),
@@ -151,7 +180,12 @@ impl<F: Future> Slot<F> {
         self.state.with(|state| {
             // SAFETY: the caller owns the slot.
             match unsafe { &*state } {
-                State::Running { frame, .. } => Some(frame.frame.clone()),
+                State::Running { frame, future } => Some(
+                    match (future as &dyn Any).downcast_ref::<Task<F::Output>>() {
+                        Some(task) => task.frame().clone(),
+                        None => frame.frame.clone(),
+                    },
+                ),
                 _ => None,
             }
         })

@@ -15,7 +15,8 @@ pub(crate) use untraced::{RootTrace, publish_suspension, without_publishing};
 #[cfg(not(coro_untraced))]
 mod traced {
     use crate::trace::frame::{
-        Frame, FrameNode, current_fingerprint, has_continuation, inside_frame, walk_current,
+        Frame, FrameNode, current_fingerprint, has_published_continuation, inside_frame,
+        walk_published,
     };
     use coro_executor::trace::{self, TraceCell};
     use std::pin::Pin;
@@ -79,16 +80,17 @@ mod traced {
     pub(crate) fn publish_suspension(innermost: &FrameNode) {
         trace::publish_suspension(
             ptr::from_ref(innermost).cast(),
-            innermost.is_outermost() && !has_continuation(),
+            innermost.is_outermost() && !has_published_continuation(),
             current_fingerprint,
             current_frames,
         );
     }
 
-    /// Copies the stack being polled on this thread (only needed when it changed).
+    /// Copies the stack being polled on this thread as the root publishes it (only needed
+    /// when it changed).
     fn current_frames() -> Vec<Frame> {
         let mut frames = Vec::new();
-        walk_current(|f| frames.push(f.clone()));
+        walk_published(|f| frames.push(f.clone()));
         frames
     }
 }
