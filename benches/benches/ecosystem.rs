@@ -39,6 +39,7 @@ use criterion::{Criterion, Throughput};
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::{Client, NoTls, Statement};
@@ -69,12 +70,17 @@ fn pg_config(port: u16) -> tokio_postgres::Config {
     config
 }
 
+/// Resolves once a connection task has ended: a runtime is dropped only after its connections
+/// have closed, or a socket of coro's would fail in its closing handshake (its IO driver gone).
+type Ended = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// How each runtime reaches tokio's ecosystem: the only code that differs between the two
 /// functions of a shape.
 trait Ecosystem: Runtime + 'static {
     /// Connects tokio-postgres to the server on `port` and starts its connection future as a
-    /// task of this runtime. Runs inside a task of this runtime.
-    fn pg_connect(port: u16) -> impl Future<Output = Client> + Send + 'static;
+    /// task of this runtime; the second output resolves once that task has ended (after the
+    /// client is dropped). Runs inside a task of this runtime.
+    fn pg_connect(port: u16) -> impl Future<Output = (Client, Ended)> + Send + 'static;
 
     /// `fut`, a future bound to tokio's reactor (a redis-rs call), made runnable inside a task
     /// of this runtime.
@@ -83,7 +89,7 @@ trait Ecosystem: Runtime + 'static {
 
 /// coro: tokio-postgres over `coro::net` (`tokio-io`), redis-rs through `coro::compat::tokio`.
 impl Ecosystem for coro::ThreadPool {
-    fn pg_connect(port: u16) -> impl Future<Output = Client> + Send + 'static {
+    fn pg_connect(port: u16) -> impl Future<Output = (Client, Ended)> + Send + 'static {
         async move {
             let stream = coro::net::TcpStream::connect(("127.0.0.1", port))
                 .await
@@ -94,13 +100,14 @@ impl Ecosystem for coro::ThreadPool {
                 .await
                 .expect("postgres startup over coro::net");
             // Ends when the client is dropped.
-            coro::spawn(async move {
+            let task = coro::spawn(async move {
                 if let Err(err) = connection.await {
-                    panic!("the postgres connection failed: {err}");
+                    panic!("the postgres connection failed: {err:?}");
                 }
-            })
-            .detach();
-            client
+            });
+            let ended: Ended =
+                Box::pin(async move { task.await.expect("the postgres connection task") });
+            (client, ended)
         }
     }
 
@@ -111,19 +118,21 @@ impl Ecosystem for coro::ThreadPool {
 
 /// tokio: tokio-postgres' own `connect` over `tokio::net`, plain redis-rs.
 impl Ecosystem for tokio::runtime::Runtime {
-    fn pg_connect(port: u16) -> impl Future<Output = Client> + Send + 'static {
+    fn pg_connect(port: u16) -> impl Future<Output = (Client, Ended)> + Send + 'static {
         async move {
             let (client, connection) = pg_config(port)
                 .connect(NoTls)
                 .await
                 .expect("connecting to postgres over tokio::net");
             // Ends when the client is dropped.
-            tokio::spawn(async move {
+            let task = tokio::spawn(async move {
                 if let Err(err) = connection.await {
-                    panic!("the postgres connection failed: {err}");
+                    panic!("the postgres connection failed: {err:?}");
                 }
             });
-            client
+            let ended: Ended =
+                Box::pin(async move { task.await.expect("the postgres connection task") });
+            (client, ended)
         }
     }
 
@@ -199,17 +208,19 @@ async fn point_selects<S: Spawner>(spawner: S, connections: Arc<[PgConnection]>)
 /// `postgres_point_select/<name>` on runtime `R`, against the server on `port`.
 fn postgres_point_select<R: Ecosystem>(c: &mut Criterion, port: u16, name: &str) {
     let rt = R::build(WORKERS);
-    let connections: Arc<[PgConnection]> = rt.block_on(async move {
+    let (connections, ended) = rt.block_on(async move {
         let mut connections = Vec::with_capacity(PG_CONNECTIONS);
+        let mut ended = Vec::with_capacity(PG_CONNECTIONS);
         for _ in 0..PG_CONNECTIONS {
-            let client = R::pg_connect(port).await;
+            let (client, connection_ended) = R::pg_connect(port).await;
             let select = client
                 .prepare(POINT_SELECT)
                 .await
                 .expect("preparing the point select");
             connections.push(PgConnection { client, select });
+            ended.push(connection_ended);
         }
-        connections.into()
+        (Arc::<[PgConnection]>::from(connections), ended)
     });
     let spawner = rt.spawner();
     let mut group = c.benchmark_group("postgres_point_select");
@@ -218,8 +229,13 @@ fn postgres_point_select<R: Ecosystem>(c: &mut Criterion, port: u16, name: &str)
         b.iter(|| run(&rt, point_selects(spawner, connections.clone())))
     });
     group.finish();
-    // The clients go first, so that their connection tasks end while the runtime still runs.
-    drop(connections);
+    // The clients go first, and the runtime waits for their connections to close.
+    rt.block_on(async move {
+        drop(connections);
+        for connection_ended in ended {
+            connection_ended.await;
+        }
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
