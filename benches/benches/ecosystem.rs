@@ -74,6 +74,19 @@ fn pg_config(port: u16) -> tokio_postgres::Config {
 /// have closed, or a socket of coro's would fail in its closing handshake (its IO driver gone).
 type Ended = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// Runs a tokio-postgres connection future, which ends when its client is dropped; a failure
+/// is a panic, so that a broken connection fails the bench instead of stalling it.
+async fn drive(connection: impl Future<Output = Result<(), tokio_postgres::Error>>) {
+    if let Err(err) = connection.await {
+        panic!("the postgres connection failed: {err:?}");
+    }
+}
+
+/// The join handle of a spawned [`drive`] as an [`Ended`].
+fn ended<E: std::fmt::Debug>(task: impl Future<Output = Result<(), E>> + Send + 'static) -> Ended {
+    Box::pin(async move { task.await.expect("the postgres connection task") })
+}
+
 /// How each runtime reaches tokio's ecosystem: the only code that differs between the two
 /// functions of a shape.
 trait Ecosystem: Runtime + 'static {
@@ -89,26 +102,17 @@ trait Ecosystem: Runtime + 'static {
 
 /// coro: tokio-postgres over `coro::net` (`tokio-io`), redis-rs through `coro::compat::tokio`.
 impl Ecosystem for coro::ThreadPool {
-    fn pg_connect(port: u16) -> impl Future<Output = (Client, Ended)> + Send + 'static {
-        async move {
-            let stream = coro::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .expect("connecting to postgres over coro::net");
-            stream.set_nodelay(true).expect("TCP_NODELAY");
-            let (client, connection) = pg_config(port)
-                .connect_raw(stream, NoTls)
-                .await
-                .expect("postgres startup over coro::net");
-            // Ends when the client is dropped.
-            let task = coro::spawn(async move {
-                if let Err(err) = connection.await {
-                    panic!("the postgres connection failed: {err:?}");
-                }
-            });
-            let ended: Ended =
-                Box::pin(async move { task.await.expect("the postgres connection task") });
-            (client, ended)
-        }
+    async fn pg_connect(port: u16) -> (Client, Ended) {
+        let stream = coro::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connecting to postgres over coro::net");
+        stream.set_nodelay(true).expect("TCP_NODELAY");
+        let (client, connection) = pg_config(port)
+            .connect_raw(stream, NoTls)
+            .await
+            .expect("postgres startup over coro::net");
+        let task = coro::spawn(drive(connection));
+        (client, ended(task))
     }
 
     fn tokio_bound<F: Future + Send>(fut: F) -> impl Future<Output = F::Output> + Send {
@@ -118,22 +122,13 @@ impl Ecosystem for coro::ThreadPool {
 
 /// tokio: tokio-postgres' own `connect` over `tokio::net`, plain redis-rs.
 impl Ecosystem for tokio::runtime::Runtime {
-    fn pg_connect(port: u16) -> impl Future<Output = (Client, Ended)> + Send + 'static {
-        async move {
-            let (client, connection) = pg_config(port)
-                .connect(NoTls)
-                .await
-                .expect("connecting to postgres over tokio::net");
-            // Ends when the client is dropped.
-            let task = tokio::spawn(async move {
-                if let Err(err) = connection.await {
-                    panic!("the postgres connection failed: {err:?}");
-                }
-            });
-            let ended: Ended =
-                Box::pin(async move { task.await.expect("the postgres connection task") });
-            (client, ended)
-        }
+    async fn pg_connect(port: u16) -> (Client, Ended) {
+        let (client, connection) = pg_config(port)
+            .connect(NoTls)
+            .await
+            .expect("connecting to postgres over tokio::net");
+        let task = tokio::spawn(drive(connection));
+        (client, ended(task))
     }
 
     fn tokio_bound<F: Future + Send>(fut: F) -> impl Future<Output = F::Output> + Send {
@@ -195,7 +190,9 @@ async fn point_selects<S: Spawner>(spawner: S, connections: Arc<[PgConnection]>)
                     .await
                     .expect("point select");
                 let name: &str = row.get(0);
-                let got = name.strip_prefix("user ").and_then(|n| n.parse::<i32>().ok());
+                let got = name
+                    .strip_prefix("user ")
+                    .and_then(|n| n.parse::<i32>().ok());
                 assert_eq!(got, Some(id), "row {id} came back as {name:?}");
             }
         }));
