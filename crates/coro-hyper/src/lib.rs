@@ -65,14 +65,42 @@
 //! The crate re-exports [`hyper`] and [`hyper_util`], so that the versions match.
 
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "client")]
+mod client;
+#[cfg(feature = "client")]
+mod connector;
 mod io;
 mod rt;
 mod server;
+#[cfg(feature = "rustls")]
+mod server_tls;
 
+#[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
+pub use client::{client, client_builder};
+#[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
+pub use connector::{CoroConnection, CoroConnector};
 pub use io::CoroIo;
 pub use rt::{CoroExecutor, CoroTimer};
 pub use server::{DEFAULT_HEADER_READ_TIMEOUT, Serve, serve};
+#[cfg(feature = "rustls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rustls")))]
+pub use server_tls::{DEFAULT_TLS_HANDSHAKE_TIMEOUT, ServeTls, serve_tls};
+
+/// The rustls this crate is built on (re-exported whole, feature `rustls`), for the
+/// `ServerConfig` of [`serve_tls`] and the `ClientConfig` of
+/// [`CoroConnector::with_tls`](crate::CoroConnector): the versions match.
+///
+/// ```
+/// let provider = coro_hyper::rustls::crypto::ring::default_provider();
+/// assert!(!provider.cipher_suites.is_empty());
+/// ```
+#[cfg(feature = "rustls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rustls")))]
+pub use futures_rustls::rustls;
 
 /// The hyper this crate is built on (re-exported whole).
 ///
