@@ -13,7 +13,7 @@ use hyper_util::client::legacy::{Builder, Client};
 /// timeouts and for the connection pool's idle expiry): configure it (`http2_only(true)` for
 /// HTTP/2 with prior knowledge, `pool_max_idle_per_host`, `pool_idle_timeout`, ...) and
 /// `build` it with a [`CoroConnector`] (such as one made by
-/// [`CoroConnector::with_tls`] with your own TLS configuration).
+/// `CoroConnector::with_tls` (feature `rustls`) with your own TLS configuration).
 ///
 /// ```
 /// use coro_hyper::{CoroConnector, client_builder};

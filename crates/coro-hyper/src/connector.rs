@@ -30,7 +30,7 @@ fn default_port(scheme: &str) -> u16 {
 ///   blocking pool, never on a worker, and each address is tried in turn.
 /// - `https://` URIs (feature `rustls`) get TLS with rustls: by default Mozilla's root
 ///   certificates (webpki-roots) and ALPN offering `h2` then `http/1.1`, so that a server that
-///   speaks HTTP/2 gets it; [`with_tls`](CoroConnector::with_tls) takes a `ClientConfig` of
+///   speaks HTTP/2 gets it; `CoroConnector::with_tls` takes a `ClientConfig` of
 ///   your own (custom roots, client certificates). Without the feature, an `https://` URI is
 ///   refused with an error that names the feature.
 /// - A URI without a host, or with another scheme, is refused with an
