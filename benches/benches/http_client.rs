@@ -34,7 +34,9 @@ const BODY: &str = "hello from the backend";
 
 /// The server's handler, the same on both runtimes.
 async fn handler(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(BODY.as_bytes()))))
+    Ok(Response::new(Full::new(Bytes::from_static(
+        BODY.as_bytes(),
+    ))))
 }
 
 /// Checks one response's status and body.
@@ -58,14 +60,17 @@ fn coro_client(c: &mut Criterion) {
             let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
             let service = hyper::service::service_fn(handler);
-            let server = coro_hyper::serve(listener, service).with_graceful_shutdown(signal.cancelled());
+            let server =
+                coro_hyper::serve(listener, service).with_graceful_shutdown(signal.cancelled());
             (addr, coro::spawn(server))
         })
         .schedule_on(&pool),
     );
     let client = coro_hyper::client::<Empty<Bytes>>();
     let mut group = c.benchmark_group("http_client/get");
-    group.throughput(Throughput::Elements((CONCURRENCY * REQUESTS_PER_TASK) as u64));
+    group.throughput(Throughput::Elements(
+        (CONCURRENCY * REQUESTS_PER_TASK) as u64,
+    ));
     group.bench_function("coro", |b| {
         b.iter(|| {
             let client = client.clone();
@@ -102,7 +107,9 @@ fn tokio_client(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
     let addr = listener.local_addr().unwrap();
     let server = rt.spawn(async move {
         let mut builder = Builder::new(TokioExecutor::new());
@@ -128,7 +135,9 @@ fn tokio_client(c: &mut Criterion) {
         .pool_timer(TokioTimer::new())
         .build(connector);
     let mut group = c.benchmark_group("http_client/get");
-    group.throughput(Throughput::Elements((CONCURRENCY * REQUESTS_PER_TASK) as u64));
+    group.throughput(Throughput::Elements(
+        (CONCURRENCY * REQUESTS_PER_TASK) as u64,
+    ));
     group.bench_function("tokio", |b| {
         b.iter(|| {
             let client = client.clone();
