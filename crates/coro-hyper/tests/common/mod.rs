@@ -3,7 +3,7 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 use coro::JoinHandle;
-use coro::cancel::CancellationSource;
+use coro::cancel::{CancellationSource, WaitForCancellation};
 use coro::net::{TcpListener, TcpStream};
 use coro_hyper::rustls;
 use coro_hyper::{CoroExecutor, CoroIo, Serve, ServeTls, serve, serve_tls};
@@ -113,17 +113,9 @@ impl Server {
     pub async fn start(setup: impl FnOnce(Serve<App>) -> Serve<App>) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (app, started, accepted) = App::new();
-        let stop = CancellationSource::new();
-        let server = setup(serve(listener, app));
-        let task = coro::spawn(server.with_graceful_shutdown(stop.token().cancelled()));
-        Server {
-            addr,
-            started,
-            stop,
-            task,
-            accepted,
-        }
+        Server::launch(addr, |app, stop| {
+            setup(serve(listener, app)).with_graceful_shutdown(stop)
+        })
     }
 
     /// Starts the app behind TLS with `config` on a free loopback port, after `setup` has
@@ -134,10 +126,19 @@ impl Server {
     ) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        Server::launch(addr, |app, stop| {
+            setup(serve_tls(listener, config, app)).with_graceful_shutdown(stop)
+        })
+    }
+
+    /// Runs the server that `make` builds from a fresh app and a stop signal, in a task.
+    fn launch<F>(addr: SocketAddr, make: impl FnOnce(App, WaitForCancellation) -> F) -> Server
+    where
+        F: Future<Output = io::Result<()>> + Send + 'static,
+    {
         let (app, started, accepted) = App::new();
         let stop = CancellationSource::new();
-        let server = setup(serve_tls(listener, config, app));
-        let task = coro::spawn(server.with_graceful_shutdown(stop.token().cancelled()));
+        let task = coro::spawn(make(app, stop.token().cancelled()));
         Server {
             addr,
             started,
