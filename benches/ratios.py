@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Prints the README table of `cargo bench -p coro-benches --bench rt_multi_threaded`, or of
-another comparison bench with `--bench NAME` (`user_path`, `channel`).
+another comparison bench with `--bench NAME` (`user_path`, `channel`, `http_client`).
 
 Reads criterion's median point estimates from
 `<target>/criterion/<group>/<function>/new/estimates.json` and prints a markdown table:
@@ -83,6 +83,8 @@ BENCHES = {
         ["ping_pong", "mpmc_bounded", "mpmc_unbounded", "pipeline", "ping_pong_fresh_pool"],
         group_prefix="channel_",
     ),
+    # Peer: `tokio` (hyper-util's legacy client and auto server on a tokio runtime).
+    "http_client": Bench(["get"], group_prefix="http_client_"),
 }
 DEFAULT_BENCH = "rt_multi_threaded"
 
