@@ -69,8 +69,8 @@ pub struct CoroConnector {
 
 impl CoroConnector {
     /// A connector with the default settings: plain TCP for `http://`, and (feature `rustls`)
-    /// TLS with Mozilla's roots for `https://`, its configuration built on the first `https://`
-    /// connect of each connector that has none.
+    /// TLS with Mozilla's roots for `https://`, whose configuration is built once per process,
+    /// at the first `https://` connect of a connector made without one.
     ///
     /// ```
     /// let connector = coro_hyper::CoroConnector::new();
