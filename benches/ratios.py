@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Prints the README table of `cargo bench -p coro-benches --bench rt_multi_threaded`, or of
-another comparison bench with `--bench NAME` (`user_path`, `channel`).
+another comparison bench with `--bench NAME` (`user_path`, `channel`, `http_client`).
 
 Reads criterion's median point estimates from
 `<target>/criterion/<group>/<function>/new/estimates.json` and prints a markdown table:
@@ -89,6 +89,8 @@ BENCHES = {
     # tokio's ecosystem (tokio-postgres, redis-rs) on coro and on tokio; the peer is `tokio`.
     # The target: coro serves at least tokio's queries per second (coro / tokio <= 1.0).
     "ecosystem": Bench(["postgres_point_select", "redis_get"], target=1.0),
+    # Peer: `tokio` (hyper-util's legacy client and auto server on a tokio runtime).
+    "http_client": Bench(["get"], group_prefix="http_client_"),
 }
 DEFAULT_BENCH = "rt_multi_threaded"
 

@@ -7,10 +7,10 @@
 //! task; `GET /metrics` shows the counters and the pool's metrics. hyper does the HTTP (through
 //! `coro_hyper::serve` on `coro::net`), coro the DAG; the server is in `service/server.rs`.
 //!
-//! The load generator is hyper's HTTP/1.1 client over `coro::net::TcpStream`: N keep-alive
-//! connections sending requests back to back for D seconds, on a pool of their own (the server
-//! runs on coro's default pool). It prints requests/s and latency percentiles, shuts the
-//! server down gracefully and exits 0.
+//! The load generator is `coro_hyper::client()` (hyper-util's pooled client on `coro::net`): N
+//! tasks sharing one client, each sending requests back to back for D seconds over the pool's
+//! keep-alive connections. It prints requests/s and latency percentiles, shuts the server down
+//! gracefully and exits 0.
 //!
 //! The DAG's branches read real data (`service/store.rs`): by default an SQLite database made
 //! and seeded in a temporary file at start (so the example needs nothing installed), with
@@ -37,10 +37,9 @@ mod store;
 use coro::Task;
 use coro::signal::unix::{SignalKind, signal};
 use coro::time::timeout;
-use coro_hyper::CoroIo;
+use coro_hyper::CoroConnector;
 use coro_hyper::hyper::body::Bytes;
-use coro_hyper::hyper::client::conn::http1::{self, SendRequest};
-use coro_hyper::hyper::{Request, header};
+use coro_hyper::hyper_util::client::legacy::Client;
 use http_body_util::{BodyExt, Empty};
 use server::{Config, Server};
 use std::net::SocketAddr;
@@ -131,20 +130,21 @@ async fn main() {
     let addr = server.addr();
     println!("data: {}", server.store());
     println!(
-        "load: {} keep-alive connections (hyper's HTTP/1.1 client) for {:?} against http://{addr}",
+        "load: {} clients sharing coro_hyper::client()'s keep-alive pool for {:?} against http://{addr}",
         args.concurrency, args.duration
     );
 
+    let http = coro_hyper::client::<Empty<Bytes>>();
     let started = Instant::now();
     let until = started + args.duration;
     let clients = (0..args.concurrency as u64)
-        .map(|i| Task::new(client(addr, i, until)).named("load client"));
+        .map(|i| Task::new(client(http.clone(), addr, i, until)).named("load client"));
     // Halfway through, ask the server what all its tasks are doing.
     let half = args.duration / 2;
+    let dump_client = http.clone();
     let dump = Task::new(async move {
         let _ = coro::time::sleep(half).await;
-        let mut conn = None;
-        timeout(CLIENT_TIMEOUT, get(&mut conn, addr, "/debug/tasks")).await
+        timeout(CLIENT_TIMEOUT, get(&dump_client, addr, "/debug/tasks")).await
     })
     .named("dump taker");
     let (reports, dump) = coro::collect_all!(coro::collect_all_range(clients), dump).await;
@@ -200,6 +200,7 @@ async fn main() {
         other => println!("no task dump: {other:?}"),
     }
     // Graceful: the clients are done, so every connection is idle and closes at once.
+    drop(http);
     let stopping = Instant::now();
     server.shutdown().await;
     println!("graceful shutdown: {:.2?}", stopping.elapsed());
@@ -250,11 +251,11 @@ struct Report {
     errors: u64,
 }
 
-/// One keep-alive connection sending requests back to back until `until`.
-async fn client(addr: SocketAddr, seed: u64, until: Instant) -> Report {
+/// One client task sending requests back to back until `until`, on the shared pool's
+/// keep-alive connections.
+async fn client(http: Http, addr: SocketAddr, seed: u64, until: Instant) -> Report {
     let mut report = Report::default();
     let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1; // xorshift: any odd start
-    let mut conn = None;
     while Instant::now() < until && report.latencies.len() < MAX_REQUESTS_PER_CLIENT {
         rng ^= rng << 13;
         rng ^= rng >> 7;
@@ -265,7 +266,7 @@ async fn client(addr: SocketAddr, seed: u64, until: Instant) -> Report {
         let sent = Instant::now();
         match timeout(
             CLIENT_TIMEOUT,
-            get(&mut conn, addr, &format!("/user/{id}{slow}")),
+            get(&http, addr, &format!("/user/{id}{slow}")),
         )
         .await
         {
@@ -273,7 +274,6 @@ async fn client(addr: SocketAddr, seed: u64, until: Instant) -> Report {
             Ok(Ok((504, _))) => report.timeouts += 1,
             _ => {
                 report.errors += 1;
-                conn = None;
                 continue;
             }
         }
@@ -282,32 +282,16 @@ async fn client(addr: SocketAddr, seed: u64, until: Instant) -> Report {
     report
 }
 
-/// A client connection: hyper's request sender; its connection task runs beside it and ends
-/// when the sender is dropped.
-type Conn = SendRequest<Empty<Bytes>>;
+/// The load generator's HTTP client: one pool of keep-alive connections, shared by every
+/// client task (clones are handles on it).
+type Http = Client<CoroConnector, Empty<Bytes>>;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Sends `GET path` on the connection (opening it if needed, or if the server closed it) and
-/// reads the answer: status and body.
-async fn get(
-    conn: &mut Option<Conn>,
-    addr: SocketAddr,
-    path: &str,
-) -> Result<(u16, String), BoxError> {
-    if conn.as_ref().is_none_or(|c| c.is_closed()) {
-        let stream = coro::net::TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
-        let (sender, connection) = http1::handshake(CoroIo::new(stream)).await?;
-        coro::spawn(connection).detach();
-        *conn = Some(sender);
-    }
-    let sender = conn.as_mut().expect("connected above");
-    sender.ready().await?;
-    let request = Request::get(path)
-        .header(header::HOST, addr.to_string())
-        .body(Empty::new())?;
-    let response = sender.send_request(request).await?;
+/// Sends `GET path` to the server through the pool (which opens a connection when none is
+/// idle, and drops those the server closed) and reads the answer: status and body.
+async fn get(http: &Http, addr: SocketAddr, path: &str) -> Result<(u16, String), BoxError> {
+    let response = http.get(format!("http://{addr}{path}").parse()?).await?;
     let status = response.status().as_u16();
     let body = response.into_body().collect().await?.to_bytes();
     Ok((status, String::from_utf8_lossy(&body).into_owned()))

@@ -63,18 +63,110 @@
 //! keep-alive pings) are set with [`Serve::configure`] and [`Serve::header_read_timeout`].
 //!
 //! The crate re-exports [`hyper`] and [`hyper_util`], so that the versions match.
+//!
+//! # Features: an HTTP client and TLS
+//!
+//! - `client`: `client()`, hyper-util's pooled legacy `Client` (HTTP/1.1 keep-alive, HTTP/2)
+//!   on `CoroConnector`, which connects over `coro::net` (names resolved on the blocking pool,
+//!   cancellation-aware connects), with `CoroExecutor` and `CoroTimer`; `client_builder()` for
+//!   your own settings or connector.
+//! - `rustls`: TLS with rustls (the `ring` provider): `serve_tls(listener, config, service)`,
+//!   `serve` behind TLS with HTTP/1.1 and HTTP/2 chosen by ALPN and each handshake in its
+//!   connection's task under a timeout; and with `client`, `https://` URIs for the connector
+//!   (Mozilla's roots by default, or `CoroConnector::with_tls(config)`).
+//!
+//! Neither starts a tokio runtime: hyper-util's client compiles tokio's types, but every task
+//! and timer it uses is coro's.
+#![cfg_attr(
+    all(feature = "client", feature = "rustls"),
+    doc = r#"
+An HTTPS server on a certificate made on the spot, and a client that trusts it, speaking
+HTTP/2 (chosen by ALPN) over one pooled connection:
 
+```
+use coro_hyper::{CoroConnector, client_builder, rustls, serve_tls};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+# coro::block_wait(async {
+let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.key_pair.serialize_der().into());
+let provider = Arc::new(rustls::crypto::ring::default_provider());
+let server_config = rustls::ServerConfig::builder_with_provider(provider.clone())
+    .with_safe_default_protocol_versions().unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![cert.cert.der().clone()], key).unwrap();
+let mut roots = rustls::RootCertStore::empty();
+roots.add(cert.cert.der().clone()).unwrap();
+let client_config = rustls::ClientConfig::builder_with_provider(provider)
+    .with_safe_default_protocol_versions().unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+
+let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+let port = listener.local_addr().unwrap().port();
+let service = hyper::service::service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
+    Ok::<_, Infallible>(hyper::Response::new(format!("{:?}", req.version())))
+});
+let stop = coro::cancel::CancellationSource::new();
+let server = coro::spawn(serve_tls(listener, Arc::new(server_config), service)
+    .with_graceful_shutdown(stop.token().cancelled()));
+
+let client = client_builder()
+    .build::<_, Empty<Bytes>>(CoroConnector::with_tls(Arc::new(client_config)));
+let uri = format!("https://localhost:{port}/").parse().unwrap();
+let response = client.get(uri).await.unwrap();
+let body = response.into_body().collect().await.unwrap().to_bytes();
+assert_eq!(body, "HTTP/2.0");
+
+drop(client);
+stop.request_cancellation();
+server.await.unwrap().unwrap();
+# });
+```
+"#
+)]
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "client")]
+mod client;
+#[cfg(feature = "client")]
+mod connector;
 mod grpc;
 mod io;
 mod rt;
 mod server;
+#[cfg(feature = "rustls")]
+mod server_tls;
 
+#[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
+pub use client::{client, client_builder};
+#[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
+pub use connector::{CoroConnection, CoroConnector};
 pub use grpc::{GRACE as GRPC_DEADLINE_GRACE, GrpcDeadline};
 pub use io::CoroIo;
 pub use rt::{CoroExecutor, CoroTimer};
 pub use server::{DEFAULT_HEADER_READ_TIMEOUT, Serve, serve};
+#[cfg(feature = "rustls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rustls")))]
+pub use server_tls::{DEFAULT_TLS_HANDSHAKE_TIMEOUT, ServeTls, serve_tls};
+
+/// The rustls this crate is built on (re-exported whole, feature `rustls`), for the
+/// `ServerConfig` of [`serve_tls`] and the `ClientConfig` of
+/// `CoroConnector::with_tls` (with feature `client`): the versions match.
+///
+/// ```
+/// let provider = coro_hyper::rustls::crypto::ring::default_provider();
+/// assert!(!provider.cipher_suites.is_empty());
+/// ```
+#[cfg(feature = "rustls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rustls")))]
+pub use futures_rustls::rustls;
 
 /// The hyper this crate is built on (re-exported whole).
 ///

@@ -254,11 +254,17 @@ where
         self,
         signal: impl Future<Output = ()> + Send + 'static,
     ) -> impl Future<Output = io::Result<()>> + Send + 'static {
-        self.run(Box::pin(signal))
+        self.run(Box::pin(signal), Plain)
     }
 
-    /// The accept loop, until `signal`, then the graceful shutdown.
-    async fn run(self, mut signal: Pin<Box<dyn Future<Output = ()> + Send>>) -> io::Result<()> {
+    /// The accept loop, until `signal`, then the graceful shutdown. Each accepted stream goes
+    /// through `handshake` in its connection's own task, so a slow handshake never holds up
+    /// the accept loop.
+    pub(crate) async fn run<H: Handshake>(
+        self,
+        mut signal: Pin<Box<dyn Future<Output = ()> + Send>>,
+        handshake: H,
+    ) -> io::Result<()> {
         let Serve {
             listener,
             service,
@@ -281,13 +287,16 @@ where
             match accepted {
                 Ok((stream, _peer)) => {
                     backoff = MIN_BACKOFF;
-                    let conn = connection(
-                        builder.clone(),
-                        stream,
-                        service.clone(),
-                        shutdown.token(),
-                        header_read_timeout,
-                    );
+                    let (builder, service, handshake) =
+                        (builder.clone(), service.clone(), handshake.clone());
+                    let shutdown = shutdown.token();
+                    let conn = async move {
+                        // Best effort: a socket that refuses is served all the same.
+                        let _ = stream.set_nodelay(true);
+                        if let Some(io) = handshake.handshake(stream, &shutdown).await {
+                            connection(builder, io, service, shutdown, header_read_timeout).await;
+                        }
+                    };
                     let task = Task::new(CatchUnwind(conn)).named("coro-hyper connection");
                     // Never closed while accepting, and unbounded: the spawn cannot fail.
                     if let Ok(handle) = connections.spawn(task) {
@@ -334,7 +343,7 @@ where
 
     /// Serves until the listener fails (see [`serve`]); never completes otherwise.
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.run(Box::pin(std::future::pending())))
+        Box::pin(self.run(Box::pin(std::future::pending()), Plain))
     }
 }
 
@@ -378,15 +387,44 @@ fn classify(err: &io::Error) -> AcceptError {
     }
 }
 
+/// How an accepted stream becomes the IO that hyper serves: as it is for [`serve`], after a TLS
+/// handshake for `serve_tls`. It runs in the connection's own task.
+pub(crate) trait Handshake: Clone + Send + Sync + 'static {
+    /// What hyper reads and writes.
+    type Io: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static;
+
+    /// The IO to serve, or `None` to close the connection (a failed handshake, or `shutdown`
+    /// fired before it completed).
+    fn handshake(
+        &self,
+        stream: TcpStream,
+        shutdown: &CancellationToken,
+    ) -> impl Future<Output = Option<Self::Io>> + Send;
+}
+
+/// [`serve`]'s handshake: none, the stream is served as it is.
+#[derive(Clone, Copy)]
+struct Plain;
+
+impl Handshake for Plain {
+    type Io = CoroIo<TcpStream>;
+
+    async fn handshake(&self, stream: TcpStream, _: &CancellationToken) -> Option<Self::Io> {
+        Some(CoroIo::new(stream))
+    }
+}
+
 /// Serves one connection until it closes, the client fails to send its first request head in
-/// `first_request_timeout`, or (after `shutdown` fires) its graceful shutdown completes.
-async fn connection<S, B>(
+/// `first_request_timeout` (counted from the end of the handshake), or (after `shutdown`
+/// fires) its graceful shutdown completes.
+async fn connection<I, S, B>(
     builder: Arc<Builder<CoroExecutor>>,
-    stream: TcpStream,
+    io: I,
     service: S,
     shutdown: CancellationToken,
     first_request_timeout: Option<Duration>,
 ) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
@@ -394,8 +432,6 @@ async fn connection<S, B>(
     B::Data: Send,
     B::Error: Into<BoxError>,
 {
-    // Best effort: a socket that refuses is served all the same.
-    let _ = stream.set_nodelay(true);
     // hyper's HTTP/1 header read timeout starts once hyper-util has read enough to tell HTTP/1
     // from HTTP/2, which a client that sends nothing never lets it do; and HTTP/2 has no such
     // timeout. So the first request head has its own deadline here, from the accept; after it,
@@ -405,7 +441,7 @@ async fn connection<S, B>(
         inner: service,
         seen: seen.clone(),
     };
-    let mut conn = pin!(builder.serve_connection(CoroIo::new(stream), service));
+    let mut conn = pin!(builder.serve_connection(io, service));
     let mut deadline = first_request_timeout.map(coro::executor::time::sleep);
     let mut shutdown = Some(shutdown.cancelled());
     poll_fn(|cx| {

@@ -3,9 +3,10 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 use coro::JoinHandle;
-use coro::cancel::CancellationSource;
+use coro::cancel::{CancellationSource, WaitForCancellation};
 use coro::net::{TcpListener, TcpStream};
-use coro_hyper::{CoroExecutor, CoroIo, Serve, serve};
+use coro_hyper::rustls;
+use coro_hyper::{CoroExecutor, CoroIo, Serve, ServeTls, serve, serve_tls};
 use futures::{AsyncReadExt, AsyncWriteExt};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Bytes, Incoming};
@@ -17,6 +18,8 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Aborts the test process if it is still running after two minutes: a safety net for hangs
@@ -38,9 +41,35 @@ pub const SLOW: Duration = Duration::from_millis(400);
 
 /// The test app: `/slow` (answers after [`SLOW`]), `/panic`, `/echo` (the request body back),
 /// anything else `hello <path>`. Each request's path is sent on `started` when its handler starts.
-#[derive(Clone)]
+///
+/// The server clones its service once per accepted connection (and nowhere else), so the
+/// clones, counted in `accepted`, are the connections the server accepted.
 pub struct App {
     started: coro::channel::Sender<String>,
+    accepted: Arc<AtomicUsize>,
+}
+
+impl Clone for App {
+    fn clone(&self) -> Self {
+        self.accepted.fetch_add(1, Ordering::Relaxed);
+        App {
+            started: self.started.clone(),
+            accepted: self.accepted.clone(),
+        }
+    }
+}
+
+impl App {
+    /// An app, the receiver of its started paths, and its accepted-connection count.
+    fn new() -> (App, coro::channel::Receiver<String>, Arc<AtomicUsize>) {
+        let (tx, started) = coro::channel::unbounded();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let app = App {
+            started: tx,
+            accepted: accepted.clone(),
+        };
+        (app, started, accepted)
+    }
 }
 
 impl Service<Request<Incoming>> for App {
@@ -76,6 +105,7 @@ pub struct Server {
     pub started: coro::channel::Receiver<String>,
     stop: CancellationSource,
     pub task: JoinHandle<io::Result<()>>,
+    accepted: Arc<AtomicUsize>,
 }
 
 impl Server {
@@ -83,16 +113,44 @@ impl Server {
     pub async fn start(setup: impl FnOnce(Serve<App>) -> Serve<App>) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (tx, started) = coro::channel::unbounded();
+        Server::launch(addr, |app, stop| {
+            setup(serve(listener, app)).with_graceful_shutdown(stop)
+        })
+    }
+
+    /// Starts the app behind TLS with `config` on a free loopback port, after `setup` has
+    /// configured it.
+    pub async fn start_tls(
+        config: Arc<rustls::ServerConfig>,
+        setup: impl FnOnce(ServeTls<App>) -> ServeTls<App>,
+    ) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        Server::launch(addr, |app, stop| {
+            setup(serve_tls(listener, config, app)).with_graceful_shutdown(stop)
+        })
+    }
+
+    /// Runs the server that `make` builds from a fresh app and a stop signal, in a task.
+    fn launch<F>(addr: SocketAddr, make: impl FnOnce(App, WaitForCancellation) -> F) -> Server
+    where
+        F: Future<Output = io::Result<()>> + Send + 'static,
+    {
+        let (app, started, accepted) = App::new();
         let stop = CancellationSource::new();
-        let server = setup(serve(listener, App { started: tx }));
-        let task = coro::spawn(server.with_graceful_shutdown(stop.token().cancelled()));
+        let task = coro::spawn(make(app, stop.token().cancelled()));
         Server {
             addr,
             started,
             stop,
             task,
+            accepted,
         }
+    }
+
+    /// How many connections the server has accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::Relaxed)
     }
 
     /// Signals the graceful shutdown (the server task goes on until it has drained).
@@ -190,4 +248,55 @@ pub async fn raw(addr: SocketAddr, bytes: &[u8]) -> TcpStream {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     stream.write_all(bytes).await.unwrap();
     stream
+}
+
+/// A certificate for `localhost` and `127.0.0.1`, made now: a server config that presents it
+/// (with the ALPN protocols serve_tls chooses), and a client config that trusts it and offers
+/// `alpn` (none: the connector's default, `h2` and `http/1.1`).
+pub fn tls_configs(alpn: &[&[u8]]) -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+        .expect("make a test certificate");
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.key_pair.serialize_der().into());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.cert.der().clone()], key)
+        .expect("a server config with the test certificate");
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.cert.der().clone()).unwrap();
+    let mut client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    client.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    (Arc::new(server), Arc::new(client))
+}
+
+/// Whether `err` or an error in its chain of sources is an IO error for which `check` holds.
+pub fn io_error_in_chain(
+    err: &(dyn std::error::Error + 'static),
+    check: impl Fn(&io::Error) -> bool,
+) -> bool {
+    let mut next = Some(err);
+    while let Some(err) = next {
+        if err.downcast_ref::<io::Error>().is_some_and(&check) {
+            return true;
+        }
+        next = err.source();
+    }
+    false
+}
+
+/// The status and body of a response from the client (any body type that collects).
+pub async fn read_any<B>(response: Response<B>) -> (StatusCode, String)
+where
+    B: hyper::body::Body,
+    B::Error: std::fmt::Debug,
+{
+    let status = response.status();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8(body.to_vec()).unwrap())
 }
