@@ -153,12 +153,10 @@ impl RawSharedMutex {
                 Mode::Exclusive => state == 0,
             };
             if free {
-                match self.state.compare_exchange_weak(
-                    state,
-                    add(state, mode),
-                    Acquire,
-                    Relaxed,
-                ) {
+                match self
+                    .state
+                    .compare_exchange_weak(state, add(state, mode), Acquire, Relaxed)
+                {
                     Ok(_) => return true,
                     Err(actual) => state = actual,
                 }
