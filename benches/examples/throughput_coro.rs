@@ -11,60 +11,35 @@
 //! cargo run --release -p coro-benches --example throughput_coro -- --serve 127.0.0.1:8082
 //! ```
 
-use coro::Task;
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::header::{CONTENT_TYPE, HeaderValue, SERVER};
-use hyper::service::service_fn;
-use hyper::{Request, Response, StatusCode};
-use std::convert::Infallible;
-use std::net::SocketAddr;
+#[path = "throughput/shared.rs"]
+mod shared;
 
-/// The CPU job of a `/dag` child: `rounds` steps of a xorshift, seeded by the child's index, so
-/// the compiler cannot fold it away.
-fn spin(seed: u64, rounds: u32) -> u64 {
-    let mut x = seed | 1;
-    for _ in 0..rounds {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-    }
-    x
-}
+use coro::Task;
+use hyper::Request;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use shared::{HALF_JOB, respond, serve_addr, spin};
+use std::convert::Infallible;
 
 /// One `/dag` child: half its job, a `yield_now`, the other half.
 async fn child(seed: u64) -> u64 {
-    let first = spin(seed, 200);
+    let first = spin(seed, HALF_JOB);
     coro::yield_now().await;
-    first ^ spin(first, 200)
+    first ^ spin(first, HALF_JOB)
 }
 
-async fn handle(req: Request<Incoming>) -> Response<Full<Bytes>> {
-    let (status, body) = match req.uri().path() {
-        "/plaintext" => (StatusCode::OK, Bytes::from_static(b"Hello, World!")),
-        "/dag" => {
-            let (a, b, c) = coro::collect_all!(child(1), child(2), child(3)).await;
-            (StatusCode::OK, Bytes::from((a ^ b ^ c).to_string()))
-        }
-        _ => (StatusCode::NOT_FOUND, Bytes::new()),
-    };
-    let mut response = Response::new(Full::new(body));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(SERVER, HeaderValue::from_static("coro"));
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-    response
+async fn handle(
+    req: Request<Incoming>,
+) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
+    respond(req.uri().path(), "coro", || async {
+        let (a, b, c) = coro::collect_all!(child(1), child(2), child(3)).await;
+        a ^ b ^ c
+    })
+    .await
 }
 
 fn main() -> std::io::Result<()> {
-    let mut args = std::env::args().skip(1);
-    let addr: SocketAddr = match (args.next().as_deref(), args.next()) {
-        (Some("--serve"), Some(addr)) => addr.parse().expect("--serve takes an IP:port"),
-        _ => {
-            eprintln!("usage: throughput_coro --serve IP:PORT");
-            std::process::exit(2);
-        }
-    };
+    let addr = serve_addr("throughput_coro");
     coro::block_wait(
         Task::new(async move {
             let listener = coro::net::TcpListener::bind(addr).await?;

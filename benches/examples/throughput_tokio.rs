@@ -11,59 +11,36 @@
 //! cargo run --release -p coro-benches --example throughput_tokio -- --serve 127.0.0.1:8083
 //! ```
 
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::header::{CONTENT_TYPE, HeaderValue, SERVER};
+#[path = "throughput/shared.rs"]
+mod shared;
+
+use hyper::Request;
+use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
+use shared::{HALF_JOB, respond, serve_addr, spin};
 use std::convert::Infallible;
-use std::net::SocketAddr;
 
-/// The CPU job of a `/dag` child (the same as coro's).
-fn spin(seed: u64, rounds: u32) -> u64 {
-    let mut x = seed | 1;
-    for _ in 0..rounds {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-    }
-    x
-}
-
+/// One `/dag` child: half its job, a `yield_now`, the other half (as coro's).
 async fn child(seed: u64) -> u64 {
-    let first = spin(seed, 200);
+    let first = spin(seed, HALF_JOB);
     tokio::task::yield_now().await;
-    first ^ spin(first, 200)
+    first ^ spin(first, HALF_JOB)
 }
 
-async fn handle(req: Request<Incoming>) -> Response<Full<Bytes>> {
-    let (status, body) = match req.uri().path() {
-        "/plaintext" => (StatusCode::OK, Bytes::from_static(b"Hello, World!")),
-        "/dag" => {
-            let (a, b, c) = tokio::join!(child(1), child(2), child(3));
-            (StatusCode::OK, Bytes::from((a ^ b ^ c).to_string()))
-        }
-        _ => (StatusCode::NOT_FOUND, Bytes::new()),
-    };
-    let mut response = Response::new(Full::new(body));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(SERVER, HeaderValue::from_static("tokio"));
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-    response
+async fn handle(
+    req: Request<Incoming>,
+) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
+    respond(req.uri().path(), "tokio", || async {
+        let (a, b, c) = tokio::join!(child(1), child(2), child(3));
+        a ^ b ^ c
+    })
+    .await
 }
 
 fn main() -> std::io::Result<()> {
-    let mut args = std::env::args().skip(1);
-    let addr: SocketAddr = match (args.next().as_deref(), args.next()) {
-        (Some("--serve"), Some(addr)) => addr.parse().expect("--serve takes an IP:port"),
-        _ => {
-            eprintln!("usage: throughput_tokio --serve IP:PORT");
-            std::process::exit(2);
-        }
-    };
+    let addr = serve_addr("throughput_tokio");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
