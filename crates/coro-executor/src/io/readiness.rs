@@ -43,7 +43,7 @@ const READY_MASK: usize = READABLE | WRITABLE | READ_CLOSED | WRITE_CLOSED | CLO
 const TICK_SHIFT: u32 = 5;
 
 /// The readiness an operation relied on, as [`Registration::poll_read_ready`] and
-/// [`poll_write_ready`](Registration::poll_write_ready) saw it, with the count of OS events at
+/// [`poll_write_ready`](super::Registration::poll_write_ready) saw it, with the count of OS events at
 /// that moment: what [`Registration::clear_readiness`] takes, so that it clears only readiness
 /// no newer event has set.
 ///
