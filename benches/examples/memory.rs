@@ -138,6 +138,35 @@ impl Drop for CountDrop {
     }
 }
 
+/// The common end of an idle row: once all `IDLE_TASKS` tasks have parked, the heap and RSS
+/// grown since `before` and `rss_before` (the handles' `Vec` excluded), then the time from
+/// `cancel(handles)` until every task's future has been dropped.
+fn idle_row<H>(
+    shape: &'static str,
+    (before, rss_before): (isize, usize),
+    parked: &std::sync::atomic::AtomicUsize,
+    dropped: &std::sync::atomic::AtomicUsize,
+    handles: Vec<H>,
+    cancel: impl FnOnce(Vec<H>),
+) -> Row {
+    wait_until("parking the tasks", || parked.load(Relaxed) == IDLE_TASKS);
+    std::thread::sleep(Duration::from_millis(200));
+    let bytes = (LIVE_BYTES.load(Relaxed) - before) as f64 - (handles.capacity() * 8) as f64;
+    let rss = status_bytes("VmRSS").saturating_sub(rss_before) as f64;
+    let start = Instant::now();
+    cancel(handles);
+    wait_until("cancelling the tasks", || {
+        dropped.load(Relaxed) == IDLE_TASKS
+    });
+    Row {
+        shape,
+        bytes_per_task: bytes / IDLE_TASKS as f64,
+        rss_per_task: rss / IDLE_TASKS as f64,
+        cancel: start.elapsed(),
+        peak_rss: status_bytes("VmHWM"),
+    }
+}
+
 fn coro_idle(shape: &'static str) -> Row {
     use coro::cancel::{CancellationSource, cancellable};
     use std::sync::atomic::AtomicUsize;
@@ -181,31 +210,24 @@ fn coro_idle(shape: &'static str) -> Row {
         .with_cancellation(source.token())
         .schedule_on(&pool),
     );
-    wait_until("parking the tasks", || parked.load(Relaxed) == IDLE_TASKS);
-    std::thread::sleep(Duration::from_millis(200));
-    let bytes = (LIVE_BYTES.load(Relaxed) - before) as f64 - (handles.capacity() * 8) as f64;
-    let rss = status_bytes("VmRSS").saturating_sub(rss_before) as f64;
-    let start = Instant::now();
-    if shape == "coro-baton-token" {
-        // The coro way: one token for the request's work.
-        source.request_cancellation();
-        drop(handles);
-    } else {
-        for handle in handles {
-            handle.cancel();
-        }
-    }
-    wait_until("cancelling the tasks", || {
-        dropped.load(Relaxed) == IDLE_TASKS
-    });
-    let cancel = start.elapsed();
-    Row {
+    idle_row(
         shape,
-        bytes_per_task: bytes / IDLE_TASKS as f64,
-        rss_per_task: rss / IDLE_TASKS as f64,
-        cancel,
-        peak_rss: status_bytes("VmHWM"),
-    }
+        (before, rss_before),
+        &parked,
+        &dropped,
+        handles,
+        |handles| {
+            if shape == "coro-baton-token" {
+                // The coro way: one token for the request's work.
+                source.request_cancellation();
+                drop(handles);
+            } else {
+                for handle in handles {
+                    handle.cancel();
+                }
+            }
+        },
+    )
 }
 
 fn tokio_idle(shape: &'static str) -> Row {
@@ -241,25 +263,18 @@ fn tokio_idle(shape: &'static str) -> Row {
             handles
         }
     });
-    wait_until("parking the tasks", || parked.load(Relaxed) == IDLE_TASKS);
-    std::thread::sleep(Duration::from_millis(200));
-    let bytes = (LIVE_BYTES.load(Relaxed) - before) as f64 - (handles.capacity() * 8) as f64;
-    let rss = status_bytes("VmRSS").saturating_sub(rss_before) as f64;
-    let start = Instant::now();
-    for handle in handles {
-        handle.abort();
-    }
-    wait_until("cancelling the tasks", || {
-        dropped.load(Relaxed) == IDLE_TASKS
-    });
-    let cancel = start.elapsed();
-    Row {
+    idle_row(
         shape,
-        bytes_per_task: bytes / IDLE_TASKS as f64,
-        rss_per_task: rss / IDLE_TASKS as f64,
-        cancel,
-        peak_rss: status_bytes("VmHWM"),
-    }
+        (before, rss_before),
+        &parked,
+        &dropped,
+        handles,
+        |handles| {
+            for handle in handles {
+                handle.abort();
+            }
+        },
+    )
 }
 
 fn smol_idle(shape: &'static str) -> Row {
@@ -288,24 +303,15 @@ fn smol_idle(shape: &'static str) -> Row {
             handles
         }
     }));
-    wait_until("parking the tasks", || parked.load(Relaxed) == IDLE_TASKS);
-    std::thread::sleep(Duration::from_millis(200));
-    let bytes = (LIVE_BYTES.load(Relaxed) - before) as f64 - (handles.capacity() * 8) as f64;
-    let rss = status_bytes("VmRSS").saturating_sub(rss_before) as f64;
-    let start = Instant::now();
-    // Dropping an async-executor task cancels it.
-    drop(handles);
-    wait_until("cancelling the tasks", || {
-        dropped.load(Relaxed) == IDLE_TASKS
-    });
-    let cancel = start.elapsed();
-    Row {
+    idle_row(
         shape,
-        bytes_per_task: bytes / IDLE_TASKS as f64,
-        rss_per_task: rss / IDLE_TASKS as f64,
-        cancel,
-        peak_rss: status_bytes("VmHWM"),
-    }
+        (before, rss_before),
+        &parked,
+        &dropped,
+        handles,
+        // Dropping an async-executor task cancels it.
+        drop,
+    )
 }
 
 fn coro_spawns() -> Row {
