@@ -1,6 +1,6 @@
 //! IO readiness driven by the pool's own workers: no reactor thread.
 //!
-//! - `driver`: a pool's OS poller (`polling`: epoll, kqueue), waited on by an idle
+//! - `driver`: a pool's OS poller (`mio`: epoll, kqueue), waited on by an idle
 //!   worker in place of sleeping, one at a time; a worker woken for new work interrupts it;
 //! - `poller`: the OS poller a driver shares with its sources, through which a waiting source
 //!   gets a worker to poll;
