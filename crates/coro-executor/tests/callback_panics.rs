@@ -203,7 +203,11 @@ fn a_join_handles_waker_whose_drop_panics_does_not_abort() {
     // Dropping the handle does not drop the faulty clone (so does not panic): the relay the
     // first poll registered with the task still holds it, until the task completes.
     drop(handle);
-    assert_eq!(faulty.live(), 2, "the detached handle dropped the registered clone");
+    assert_eq!(
+        faulty.live(),
+        2,
+        "the detached handle dropped the registered clone"
+    );
     tx.send(3).unwrap();
     assert!(catch_unwind(AssertUnwindSafe(|| drop(waker))).is_err());
     wait_until("every reference to the waker to be dropped", || {
