@@ -50,7 +50,7 @@ SHAPES = [
 CORO = "coro"
 CORO_TASKS = "coro_tasks"
 OTHERS = ["tokio", "async_executor"]
-# The target for coro / best (a bench may set its own).
+# The target for coro / best (a bench may set its own).
 TARGET = 0.8
 
 
@@ -66,7 +66,7 @@ class Bench:
     columns: list = None
     # (numerator, denominator) function ids of an extra ratio column, or None.
     layer: tuple = None
-    # The target for coro / best on this bench.
+    # The target for coro / best on this bench.
     target: float = TARGET
 
 
