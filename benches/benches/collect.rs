@@ -145,9 +145,9 @@ fn collect_10k_tokio_join_all_inline(group: &mut Group<'_>) {
     group.bench_function("tokio_join_all_inline", |b| {
         b.iter(|| {
             let all = rt
-                .block_on(rt.spawn(async {
-                    join_all((0..NUM_CHILDREN).map(|i| async move { i })).await
-                }))
+                .block_on(
+                    rt.spawn(async { join_all((0..NUM_CHILDREN).map(|i| async move { i })).await }),
+                )
                 .expect("tokio task failed");
             assert_eq!(all.iter().sum::<u64>(), SUM_10K);
         })
@@ -160,9 +160,10 @@ fn collect_10k_async_executor_join_all_inline(group: &mut Group<'_>) {
     let ex = rt.ex;
     group.bench_function("async_executor_join_all_inline", |b| {
         b.iter(|| {
-            let all = futures::executor::block_on(ex.spawn(async move {
-                join_all((0..NUM_CHILDREN).map(|i| async move { i })).await
-            }));
+            let all =
+                futures::executor::block_on(ex.spawn(async move {
+                    join_all((0..NUM_CHILDREN).map(|i| async move { i })).await
+                }));
             assert_eq!(all.iter().sum::<u64>(), SUM_10K);
         })
     });
