@@ -445,8 +445,8 @@ fn at_most_half_of_the_workers_search_at_once() {
     burst_and_idle(2, 1);
 }
 
-/// A worker that found nothing keeps searching for a while (its linger, up to 24 passes of
-/// about 2 µs, `pool/linger.rs`) while another worker runs, instead of parking at once: two tasks that wake each other into the
+/// A worker that found nothing keeps searching for a while (`SEARCH_LINGER`, 50 µs) while
+/// another worker runs, instead of parking at once: two tasks that wake each other into the
 /// next slot of one worker then do not wake the other worker (a futex wake) for most hand-offs.
 /// Without the linger the other worker was woken, found the task already run, and parked again
 /// about every 14 µs of the ping-pong.

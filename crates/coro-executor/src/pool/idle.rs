@@ -199,6 +199,7 @@ impl Idle {
 
     /// Whether a worker other than the caller (who is unparked) is unparked: one that may
     /// still queue work for a searcher to take. A snapshot, for a heuristic.
+    #[cfg(not(any(loom, shuttle)))]
     pub(crate) fn others_unparked(&self) -> bool {
         unparked(self.state.load(Relaxed)) > 1
     }

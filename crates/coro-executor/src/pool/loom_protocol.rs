@@ -6,10 +6,7 @@
 //! (`Shared::schedule_remote`: global-queue push, then `notify_parked`). The task shuts the
 //! pool down when it runs, which lets every worker exit; if the task were stranded in the queue
 //! with every worker parked, no thread could make progress and the checker reports a deadlock. So
-//! each model proves "no lost wake-up: the task is always run, exactly once". The workers'
-//! loop includes the searcher's linger (`linger.rs`, two passes in the models): a searcher that
-//! finds nothing while the other worker is awake (the models where it is busy or running) searches
-//! again before it parks, so the protocol is checked with the linger as it ships:
+//! each model proves "no lost wake-up: the task is always run, exactly once":
 //! - `loom_protocol_searcher_parks`: worker 0 is the searcher and gives up (parks as the last
 //!   searcher, so it must rescan); worker 1 is already asleep;
 //! - `loom_protocol_searcher_parks_other_busy`: worker 0 is the searcher and parks while

@@ -10,7 +10,6 @@
 //! - `shared`: what all workers share: the remotes (stealing ends, next slots, parkers, offer
 //!   slots, counters), the global queue, the idle bookkeeping, the task list, the monitor's
 //!   parker;
-//! - `linger`: how long a searcher that found nothing searches on before it parks;
 //! - `worker`: the worker loop, scheduling from inside a worker, and `offer_while`;
 //! - `spawn`: spawning onto the pool, and the schedule function of its tasks;
 //! - `watch`, `handoff`, `monitor`: the monitor thread (Go's sysmon), which wakes a parked
@@ -22,7 +21,6 @@ mod builder;
 mod handoff;
 mod helpers;
 mod idle;
-mod linger;
 #[cfg(all(test, any(loom, shuttle)))]
 mod loom_offer;
 #[cfg(all(test, any(loom, shuttle)))]
