@@ -1,8 +1,8 @@
 # The parts benches/wrk.sh and benches/wrk-throughput.sh share; sourced, not run.
 #
 # Sets WORK (a temporary directory, removed at exit with every server started through
-# start_server), installs wrk with apt-get if it is missing, and defines start_server, to_ms and
-# median.
+# start_server), installs wrk with apt-get if it is missing, and defines start_server, to_ms,
+# wrk_run and median.
 
 WORK=$(mktemp -d)
 PIDS=()
@@ -46,6 +46,17 @@ to_ms() {
         else if (v ~ /s$/) { sub(/s$/, "", v); printf "%.3f", v * 1000 }
         else { print "nan" }
     }'
+}
+
+# Runs wrk with --latency -t2 and the given arguments; prints "req/s p99_ms errors".
+wrk_run() { # wrk arguments...
+    local out
+    out=$(wrk --latency -t2 "$@" 2>&1)
+    local rps p99 errors
+    rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
+    p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
+    errors=$(awk '/Non-2xx|Socket errors/ { e = e $0 "; " } END { print (e == "" ? "-" : e) }' <<<"$out")
+    echo "$rps $p99 $errors"
 }
 
 # The median of the numbers on stdin, one a line.

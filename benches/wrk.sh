@@ -45,13 +45,7 @@ start_server coro "http://127.0.0.1:$CORO_PORT/user/1" "$BIN/service" --serve "1
 start_server tokio "http://127.0.0.1:$TOKIO_PORT/user/1" "$BIN/service_tokio" --serve "127.0.0.1:$TOKIO_PORT"
 
 run() { # name port connections duration -> "req/s p99_ms errors"
-    local out
-    out=$(wrk --latency -t2 -c"$3" -d"$4" -s "$WORK/ids.lua" "http://127.0.0.1:$2/" 2>&1)
-    local rps p99 errors
-    rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
-    p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
-    errors=$(awk '/Non-2xx|Socket errors/ { e = e $0 "; " } END { print (e == "" ? "-" : e) }' <<<"$out")
-    echo "$rps $p99 $errors"
+    wrk_run -c"$3" -d"$4" -s "$WORK/ids.lua" "http://127.0.0.1:$2/"
 }
 
 echo "warming up both servers (2s each)"
