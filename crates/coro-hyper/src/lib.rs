@@ -141,7 +141,6 @@ mod rt;
 mod server;
 #[cfg(feature = "rustls")]
 mod server_tls;
-mod tcp_io;
 
 #[cfg(feature = "client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]

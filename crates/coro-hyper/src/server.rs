@@ -5,8 +5,7 @@
 //! scope and joins it, and dropping the server future drops the scope, which drops (closes)
 //! every connection. A connection's error or panic ends that connection's task only.
 
-use crate::tcp_io::TcpIo;
-use crate::{CoroExecutor, CoroTimer};
+use crate::{CoroExecutor, CoroIo, CoroTimer};
 use coro::cancel::{CancellationSource, CancellationToken, CancelledOutcome, cancellable};
 use coro::net::{TcpListener, TcpStream};
 use coro::{AsyncScope, Task};
@@ -408,10 +407,10 @@ pub(crate) trait Handshake: Clone + Send + Sync + 'static {
 struct Plain;
 
 impl Handshake for Plain {
-    type Io = TcpIo;
+    type Io = CoroIo<TcpStream>;
 
     async fn handshake(&self, stream: TcpStream, _: &CancellationToken) -> Option<Self::Io> {
-        Some(TcpIo::new(stream))
+        Some(CoroIo::new(stream))
     }
 }
 
