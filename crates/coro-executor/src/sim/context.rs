@@ -85,7 +85,6 @@ impl Context {
     pub(crate) fn take_log(&self) -> Vec<Decision> {
         std::mem::take(&mut self.log.borrow_mut())
     }
-
 }
 
 /// Makes `context` this thread's simulation until the guard drops; it must outlive the guard.
@@ -119,9 +118,7 @@ pub(crate) fn with<R>(f: impl FnOnce(&Context) -> R) -> Option<R> {
 /// Whether a simulation runs on this thread: one thread-local read.
 #[inline]
 pub(crate) fn is_active() -> bool {
-    CURRENT
-        .try_with(|c| !c.get().is_null())
-        .unwrap_or(false)
+    CURRENT.try_with(|c| !c.get().is_null()).unwrap_or(false)
 }
 
 /// A seeded draw for `what` inside a simulation, `None` outside.

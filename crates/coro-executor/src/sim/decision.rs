@@ -58,7 +58,9 @@ impl Decision {
     /// fields; the stack is left out, as in comparisons).
     pub(crate) fn mix_into(&self, mut hash: u64) -> u64 {
         let mut mix = |value: u64| {
-            hash = (hash ^ value).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
+            hash = (hash ^ value)
+                .wrapping_mul(0x0000_0100_0000_01b3)
+                .rotate_left(29);
         };
         let text = |mix: &mut dyn FnMut(u64), text: &str| {
             for chunk in text.as_bytes().chunks(8) {

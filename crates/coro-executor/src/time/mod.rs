@@ -43,12 +43,12 @@ mod sleep;
 mod wheel;
 
 // The pools' side of their timers; the models have no pool timers.
+#[cfg_attr(any(loom, shuttle), allow(unused_imports))]
+pub(crate) use clock::set_virtual;
 pub use driver::pending_timers;
 #[cfg_attr(any(loom, shuttle), allow(unused_imports))]
 pub(crate) use driver::{Driver, Keep, Kick, register_driver};
 pub use sleep::{Sleep, sleep, sleep_until};
-#[cfg_attr(any(loom, shuttle), allow(unused_imports))]
-pub(crate) use clock::set_virtual;
 
 /// The time timers go by: `std::time::Instant::now()`, except on a thread that runs a
 /// deterministic simulation ([`crate::sim`]), where it is the simulation's virtual clock.
