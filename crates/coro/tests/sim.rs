@@ -304,6 +304,49 @@ fn a_task_that_yields_forever_is_reported() {
 }
 
 #[test]
+fn a_poll_that_never_returns_is_reported_with_the_seed_and_the_stacks() {
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "stuck_in_one_poll",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    assert!(
+        !child.status.success(),
+        "the stuck poll went unnoticed: {stderr}"
+    );
+    assert!(stderr.contains("never yields"), "{stderr}");
+    assert!(stderr.contains("CORO_SIM_SEED=12"), "{stderr}");
+    assert!(stderr.contains("spins [running]"), "{stderr}");
+}
+
+/// Run by the test above in a child process: a task loops without `.await`, which the
+/// watchdog reports (aborting this process).
+#[test]
+#[ignore = "run by a_poll_that_never_returns_is_reported_with_the_seed_and_the_stacks"]
+fn stuck_in_one_poll() {
+    coro::sim::Builder::new()
+        .seed(12)
+        .poll_limit(Duration::from_millis(200))
+        .run(async {
+            coro::Task::new(async {
+                let spins = std::sync::atomic::AtomicU64::new(0);
+                loop {
+                    spins.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    std::hint::spin_loop();
+                }
+            })
+            .named("spins")
+            .schedule_on(coro::current_executor().unwrap())
+            .await
+        });
+}
+
+#[test]
 fn spawn_blocking_runs_as_a_step_on_the_simulation_thread() {
     let here = std::thread::current().id();
     let ran_on = coro::sim::Builder::new().seed(3).run(async {

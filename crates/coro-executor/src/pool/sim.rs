@@ -18,6 +18,7 @@ use crate::blocking::BlockingPool;
 use crate::executor::ExecutorHandle;
 use crate::sim::context::Context;
 use crate::sim::decision::Decision;
+use crate::task::TaskList;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -169,6 +170,15 @@ impl SimPool {
         Some(to)
     }
 
+    /// Task polls so far, over every logical worker.
+    pub(crate) fn polls(&self) -> u64 {
+        self.shared
+            .remotes
+            .iter()
+            .map(|r| r.counters.polls.get())
+            .sum()
+    }
+
     /// The first wake-up from a thread outside the simulation, described, if there was one.
     pub(crate) fn outside_wake(&self) -> Option<&str> {
         self.shared.outside_wake.get().map(String::as_str)
@@ -177,26 +187,12 @@ impl SimPool {
     /// The live tasks of this pool with their async stacks, one block per task, in the order
     /// the simulation first ran them.
     pub(crate) fn dump(&self, context: &Context) -> String {
-        let mut tasks = Vec::new();
-        self.shared.tasks.for_each_listed(|header| {
-            // SAFETY: `for_each_listed` keeps each task alive while its header is read.
-            let snapshot = unsafe { crate::trace::snapshot_of(header) };
-            tasks.push((context.ordinal(header.id()), snapshot));
-        });
-        tasks.sort_by_key(|(ordinal, _)| *ordinal);
-        let mut text = format!("{} live task(s)", tasks.len());
-        for (ordinal, snapshot) in tasks {
-            let _ = write!(
-                text,
-                "\n- task #{ordinal} {} [{}]",
-                snapshot.name(),
-                snapshot.state()
-            );
-            for frame in snapshot.frames() {
-                let _ = write!(text, "\n    at {frame}");
-            }
-        }
-        text
+        dump_tasks(&self.shared.tasks, &|id| context.ordinal(id))
+    }
+
+    /// The pool's task list, for the watchdog (which dumps it from its own thread).
+    pub(crate) fn tasks(&self) -> Arc<TaskList> {
+        self.shared.tasks.clone()
     }
 
     /// Shuts the pool down as `ThreadPool`'s drop does: every unfinished task is dropped
@@ -216,4 +212,29 @@ impl Drop for SimPool {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// The live tasks of `list` with their async stacks, one block per task, sorted by the names
+/// `number` gives their ids. Safe from any thread (as task dumps are).
+pub(crate) fn dump_tasks(list: &TaskList, number: &dyn Fn(u64) -> u64) -> String {
+    let mut tasks = Vec::new();
+    list.for_each_listed(|header| {
+        // SAFETY: `for_each_listed` keeps each task alive while its header is read.
+        let snapshot = unsafe { crate::trace::snapshot_of(header) };
+        tasks.push((number(header.id()), snapshot));
+    });
+    tasks.sort_by_key(|(number, _)| *number);
+    let mut text = format!("{} live task(s)", tasks.len());
+    for (number, snapshot) in tasks {
+        let _ = write!(
+            text,
+            "\n- task #{number} {} [{}]",
+            snapshot.name(),
+            snapshot.state()
+        );
+        for frame in snapshot.frames() {
+            let _ = write!(text, "\n    at {frame}");
+        }
+    }
+    text
 }

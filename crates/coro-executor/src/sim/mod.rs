@@ -13,6 +13,7 @@
 //! - `decision.rs`: [`Decision`], an entry of that log;
 //! - `random.rs`: [`random_u64`], [`buggify`], [`is_simulated`];
 //! - `run.rs`: [`Simulation`], the driver, and [`SimError`], why a run stopped;
+//! - `watchdog.rs`: the thread that reports a simulation stuck in one poll;
 //! - the stepping itself is in `pool/sim.rs` (it needs the pool's insides).
 //!
 //! ```
@@ -38,6 +39,8 @@ pub(crate) mod decision;
 mod random;
 #[cfg(not(any(loom, shuttle)))]
 mod run;
+#[cfg(not(any(loom, shuttle)))]
+mod watchdog;
 
 #[cfg(not(any(loom, shuttle)))]
 pub use decision::Decision;

@@ -10,13 +10,18 @@
 
 use super::context::{self, Context, Entered};
 use super::decision::Decision;
+use super::watchdog::Progress;
 use crate::executor::ExecutorHandle;
 use crate::pool::sim::{SimPool, Step};
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 /// Steps a run may take before it is reported as a livelock, by default.
 const DEFAULT_MAX_STEPS: u64 = 50_000_000;
+/// Wall time one poll may take before the watchdog reports the run, by default.
+const DEFAULT_POLL_LIMIT: Duration = Duration::from_secs(10);
 /// Virtual time a run may span before it is reported as a timeout, by default.
 const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
@@ -53,6 +58,7 @@ pub struct Simulation {
     steps: u64,
     max_steps: u64,
     time_limit: Duration,
+    progress: Arc<Progress>,
 }
 
 /// Why [`Simulation::run_until`] stopped before its goal.
@@ -135,6 +141,7 @@ impl Simulation {
         let start = Instant::now();
         let clock_before = Some(crate::time::set_virtual(Some(start)));
         let pool = SimPool::new(workers, start);
+        let progress = Progress::new(seed, pool.tasks(), DEFAULT_POLL_LIMIT);
         Simulation {
             pool,
             _entered: entered,
@@ -144,6 +151,7 @@ impl Simulation {
             steps: 0,
             max_steps: DEFAULT_MAX_STEPS,
             time_limit: DEFAULT_TIME_LIMIT,
+            progress,
         }
     }
 
@@ -204,6 +212,22 @@ impl Simulation {
         self.time_limit = limit;
     }
 
+    /// How much wall time one poll may take (default 10 s) before the run is reported as
+    /// stuck in a task that never yields: a watchdog thread then prints the seed and the live
+    /// tasks' stacks and aborts the process (a stuck thread cannot be unwound from outside).
+    ///
+    /// ```
+    /// let mut sim = coro_executor::sim::Simulation::new(1, 1);
+    /// sim.set_poll_limit(std::time::Duration::from_secs(60));
+    /// let task = sim.handle().spawn(async {});
+    /// sim.run_until(|| task.is_finished()).unwrap();
+    /// ```
+    pub fn set_poll_limit(&mut self, limit: Duration) {
+        self.progress
+            .limit_ms
+            .store(limit.as_millis().max(1) as u64, Relaxed);
+    }
+
     /// Runs the simulation until `done()` returns true (checked before every step), or until
     /// it cannot go on (see [`SimError`]).
     ///
@@ -217,7 +241,21 @@ impl Simulation {
     /// sim.handle().spawn(async move { set.store(true, Ordering::Relaxed) }).detach();
     /// sim.run_until(|| flag.load(Ordering::Relaxed)).unwrap();
     /// ```
-    pub fn run_until(&mut self, mut done: impl FnMut() -> bool) -> Result<(), SimError> {
+    pub fn run_until(&mut self, done: impl FnMut() -> bool) -> Result<(), SimError> {
+        /// Tells the watchdog the run stopped (also on unwind).
+        struct Stopped<'a>(&'a Progress);
+        impl Drop for Stopped<'_> {
+            fn drop(&mut self) {
+                self.0.running.store(false, Relaxed);
+            }
+        }
+        self.progress.running.store(true, Relaxed);
+        let progress = self.progress.clone();
+        let _stopped = Stopped(&progress);
+        self.drive(done)
+    }
+
+    fn drive(&mut self, mut done: impl FnMut() -> bool) -> Result<(), SimError> {
         loop {
             if let Some(what) = self.pool.outside_wake() {
                 return Err(SimError::OutsideWake(what.to_owned()));
@@ -228,6 +266,7 @@ impl Simulation {
             match self.pool.step(&self.context) {
                 Step::Stepped => {
                     self.steps += 1;
+                    self.progress.steps.store(self.steps, Relaxed);
                     if self.steps >= self.max_steps {
                         return Err(SimError::StepLimit(self.steps));
                     }
@@ -263,6 +302,18 @@ impl Simulation {
     /// ```
     pub fn steps(&self) -> u64 {
         self.steps
+    }
+
+    /// Task polls so far, over every logical worker.
+    ///
+    /// ```
+    /// let mut sim = coro_executor::sim::Simulation::new(1, 2);
+    /// let task = sim.handle().spawn(async { coro_executor::yield_now().await });
+    /// sim.run_until(|| task.is_finished()).unwrap();
+    /// assert_eq!(sim.polls(), 2);
+    /// ```
+    pub fn polls(&self) -> u64 {
+        self.pool.polls()
     }
 
     /// A hash of every decision so far: two runs that took the same decisions have the same

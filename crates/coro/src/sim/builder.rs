@@ -11,6 +11,7 @@ use coro_executor::JoinHandle;
 use coro_executor::sim::{Decision, SimError, Simulation};
 use std::future::Future;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 /// The environment variable that sets the seed of every simulation that is not given one.
 pub(super) const SEED_VAR: &str = "CORO_SIM_SEED";
@@ -34,6 +35,7 @@ pub struct Builder {
     workers: usize,
     check_determinism: bool,
     max_steps: Option<u64>,
+    poll_limit: Option<Duration>,
 }
 
 impl Default for Builder {
@@ -61,6 +63,7 @@ impl Builder {
             workers: 2,
             check_determinism: false,
             max_steps: None,
+            poll_limit: None,
         }
     }
 
@@ -128,6 +131,23 @@ impl Builder {
     /// ```
     pub fn max_steps(mut self, steps: u64) -> Builder {
         self.max_steps = Some(steps);
+        self
+    }
+
+    /// How much wall time one poll may take (default 10 s) before the run is reported as stuck
+    /// in a task that never yields (a loop without `.await`, a blocking call): a watchdog then
+    /// prints the seed and the live tasks' stacks and aborts the process, since the
+    /// simulation's thread cannot be unwound from outside.
+    ///
+    /// ```
+    /// let quick = coro::sim::Builder::new()
+    ///     .seed(1)
+    ///     .poll_limit(std::time::Duration::from_secs(30))
+    ///     .run(async { 3 });
+    /// assert_eq!(quick, 3);
+    /// ```
+    pub fn poll_limit(mut self, limit: Duration) -> Builder {
+        self.poll_limit = Some(limit);
         self
     }
 
@@ -207,6 +227,9 @@ impl Builder {
         let mut sim = Simulation::with_stacks(seed, self.workers, log);
         if let Some(steps) = self.max_steps {
             sim.set_max_steps(steps);
+        }
+        if let Some(limit) = self.poll_limit {
+            sim.set_poll_limit(limit);
         }
         let root: JoinHandle<SimOnly<F::Output>> = crate::Task::new(SimOnly::new(f))
             .named("simulation main")
