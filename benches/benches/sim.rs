@@ -47,13 +47,14 @@ async fn workload() -> u64 {
                     i
                 })
                 .shared();
-                let (a, b, c) = coro::collect_all!(dependency.clone(), dependency.clone(), async {
-                    coro::time::sleep(Duration::from_millis(i % 7))
-                        .await
-                        .unwrap();
-                    1
-                })
-                .await;
+                let (a, b, c) =
+                    coro::collect_all!(dependency.clone(), dependency.clone(), async move {
+                        coro::time::sleep(Duration::from_millis(i % 7))
+                            .await
+                            .unwrap();
+                        1
+                    })
+                    .await;
                 for _ in 0..3 {
                     coro::yield_now().await;
                 }

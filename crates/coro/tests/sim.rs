@@ -108,16 +108,21 @@ fn twenty_seeds_give_at_least_two_orders() {
 }
 
 /// Two tasks each read a counter, yield, and write it back plus one: an update is lost when
-/// both read before either writes.
+/// the second reads between the first's read and write. The second starts a few yields later,
+/// so a plain FIFO order (one worker, or the same choice every time) never loses one: only
+/// another interleaving of the two workers does.
 async fn lost_update() {
     let counter = Arc::new(Mutex::new(0u32));
-    let add = |counter: Arc<Mutex<u32>>| async move {
+    let add = |counter: Arc<Mutex<u32>>, delay: usize| async move {
+        for _ in 0..delay {
+            coro::yield_now().await;
+        }
         let read = *counter.lock().unwrap();
         coro::yield_now().await;
         *counter.lock().unwrap() = read + 1;
     };
-    let a = coro::spawn(add(counter.clone()));
-    let b = coro::spawn(add(counter.clone()));
+    let a = coro::spawn(add(counter.clone(), 0));
+    let b = coro::spawn(add(counter.clone(), 2));
     a.await.unwrap();
     b.await.unwrap();
     assert_eq!(*counter.lock().unwrap(), 2, "lost an update");

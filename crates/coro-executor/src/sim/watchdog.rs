@@ -20,8 +20,8 @@ const LOOK_EVERY: Duration = Duration::from_millis(50);
 
 /// What the watchdog sees of one simulation.
 pub(crate) struct Progress {
-    /// Steps taken; moved by the simulation's thread after every step.
-    pub(crate) steps: AtomicU64,
+    /// Steps taken and clock jumps made; moved by the simulation's thread after each.
+    pub(crate) moves: AtomicU64,
     /// Whether the simulation is inside `run_until` (outside it, standing still is fine).
     pub(crate) running: AtomicBool,
     /// The wall time one step may take, in milliseconds.
@@ -33,7 +33,7 @@ pub(crate) struct Progress {
 impl Progress {
     pub(crate) fn new(seed: u64, tasks: Arc<TaskList>, limit: Duration) -> Arc<Progress> {
         let progress = Arc::new(Progress {
-            steps: AtomicU64::new(0),
+            moves: AtomicU64::new(0),
             running: AtomicBool::new(false),
             limit_ms: AtomicU64::new(limit.as_millis() as u64),
             seed,
@@ -79,7 +79,7 @@ fn run() {
         seen.retain(|(key, ..)| watched.iter().any(|p| Arc::as_ptr(p) as usize == *key));
         for progress in &watched {
             let key = Arc::as_ptr(progress) as usize;
-            let steps = progress.steps.load(Relaxed);
+            let steps = progress.moves.load(Relaxed);
             let running = progress.running.load(Relaxed);
             match seen.iter_mut().find(|(k, ..)| *k == key) {
                 Some(entry) if entry.1 == steps && running => {
@@ -106,9 +106,9 @@ fn report(progress: &Progress, limit: Duration) -> ! {
         "coro::sim: the simulation failed: a task has been in one poll for over {limit:?} of \
          wall time: it never yields (a loop without .await, or a blocking call such as \
          std::thread::sleep, a lock held by another thread, or block_wait)\n\
-         seed {seed}, after {} steps; replay it with CORO_SIM_SEED={seed}\n{}\n\
+         seed {seed}, after {} steps and clock jumps; replay it with CORO_SIM_SEED={seed}\n{}\n\
          (the simulation's thread cannot be resumed or unwound from outside: aborting)",
-        progress.steps.load(Relaxed),
+        progress.moves.load(Relaxed),
         dump_tasks(&progress.tasks, &|id| id),
     );
     std::process::abort()
