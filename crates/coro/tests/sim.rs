@@ -75,8 +75,7 @@ async fn mixed_workload() -> Vec<String> {
         task.await.unwrap();
     }
     consumer.await.unwrap();
-    let log = log.lock().unwrap().clone();
-    log
+    log.lock().unwrap().clone()
 }
 
 #[test]
