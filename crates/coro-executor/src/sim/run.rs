@@ -28,8 +28,8 @@ const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// A deterministic simulation: a pool of `workers` logical workers, run on this thread by
 /// [`run_until`](Self::run_until), with every scheduling choice drawn from `seed` and a
 /// virtual clock for its timers. While it exists, this thread's timers read its virtual clock
-/// and [`is_simulated`](super::is_simulated) is true. Dropping it shuts its pool down (every
-/// unfinished task is dropped, here).
+/// and [`is_simulated`](super::is_simulated) is true; it is not `Send`, being this thread's.
+/// Dropping it shuts its pool down (every unfinished task is dropped, here).
 ///
 /// ```
 /// use coro_executor::sim::Simulation;
@@ -59,6 +59,8 @@ pub struct Simulation {
     max_steps: u64,
     time_limit: Duration,
     progress: Arc<Progress>,
+    /// Not `Send`: the thread's current-simulation pointer and virtual clock point at this one.
+    _on_this_thread: std::marker::PhantomData<*const ()>,
 }
 
 /// Why [`Simulation::run_until`] stopped before its goal.
@@ -152,6 +154,7 @@ impl Simulation {
             max_steps: DEFAULT_MAX_STEPS,
             time_limit: DEFAULT_TIME_LIMIT,
             progress,
+            _on_this_thread: std::marker::PhantomData,
         }
     }
 
