@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 pub(crate) struct IoDriver {
     /// The poller, shared with the sources (which arm their interest through it).
     os: Arc<OsPoller>,
-    /// Registered sources by key (the key is the index; freed keys are reused).
+    /// Registered sources by token (see [`Slab`]).
     sources: Mutex<Slab>,
     /// The OS poll and its events buffer, held by the one thread waiting in the OS: the poll
     /// token.
@@ -40,10 +40,60 @@ pub(crate) struct IoDriver {
     origin: Instant,
 }
 
+/// The registered sources, indexed by the low half of their token.
+///
+/// Rule: a token is never handed out twice while an event for it may still be pending. An event
+/// batch read from the OS may be processed after its fd was deregistered and its slot given to a
+/// new fd; had the slot's token stayed the same, the new source would take the old fd's readiness
+/// (a hang-up or an error marks a direction closed, which an edge-triggered source never hears
+/// contradicted). So each slot counts its registrations in the token's high half, and an event
+/// whose token is not the slot's current one is dropped.
 #[derive(Default)]
 struct Slab {
-    entries: Vec<Option<Arc<Source>>>,
+    /// Per slot: the token of its current (or last) registration, and the source while registered.
+    entries: Vec<(usize, Option<Arc<Source>>)>,
     free: Vec<usize>,
+}
+
+/// The token's bits above this shift count the slot's registrations.
+const GENERATION_SHIFT: u32 = usize::BITS / 2;
+
+impl Slab {
+    /// A slot and a token no pending event can carry; the caller stores the source with
+    /// [`fill`](Self::fill), or gives the slot back with [`vacate`](Self::vacate).
+    fn reserve(&mut self) -> (usize, Token) {
+        let key = self.free.pop().unwrap_or_else(|| {
+            self.entries.push((0, None));
+            self.entries.len() - 1
+        });
+        assert!(
+            key < 1 << GENERATION_SHIFT,
+            "coro: more than 2^{GENERATION_SHIFT} sockets registered at once"
+        );
+        let generation = (self.entries[key].0 >> GENERATION_SHIFT).wrapping_add(1);
+        let token = (generation << GENERATION_SHIFT) | key;
+        // `NOTIFY` is `usize::MAX`: a key of all ones in the low half never happens.
+        self.entries[key].0 = token;
+        (key, Token(token))
+    }
+
+    fn fill(&mut self, key: usize, source: Arc<Source>) {
+        self.entries[key].1 = Some(source);
+    }
+
+    fn vacate(&mut self, key: usize) {
+        self.entries[key].1 = None;
+        self.free.push(key);
+    }
+
+    /// The source an event with `token` is for: none if its registration is gone.
+    fn get(&self, token: Token) -> Option<&Arc<Source>> {
+        let key = token.0 & ((1 << GENERATION_SHIFT) - 1);
+        match self.entries.get(key) {
+            Some((current, Some(source))) if *current == token.0 => Some(source),
+            _ => None,
+        }
+    }
 }
 
 impl IoDriver {
@@ -65,23 +115,17 @@ impl IoDriver {
             return Err(pool_gone());
         }
         let mut sources = self.sources.lock().unwrap();
-        let key = match sources.free.pop() {
-            Some(key) => key,
-            None => {
-                sources.entries.push(None);
-                sources.entries.len() - 1
-            }
-        };
+        let (key, token) = sources.reserve();
         let source = Arc::new(Source::new(fd, key, self.os.clone()));
         // Both directions, edge-triggered (mio's only mode), once for the fd's life. The fd stays
         // open while registered: its owner (a `Registration`) deregisters it in its `Drop`,
         // before the socket that owns the fd closes it.
         let interest = Interest::READABLE.add(Interest::WRITABLE);
-        if let Err(err) = (self.os.registry).register(&mut SourceFd(&fd), Token(key), interest) {
-            sources.free.push(key);
+        if let Err(err) = (self.os.registry).register(&mut SourceFd(&fd), token, interest) {
+            sources.vacate(key);
             return Err(err);
         }
-        sources.entries[key] = Some(source.clone());
+        sources.fill(key, source.clone());
         self.live.fetch_add(1, Relaxed);
         Ok(source)
     }
@@ -90,9 +134,7 @@ impl IoDriver {
     pub(crate) fn deregister(&self, source: &Source) {
         // An error means the fd is not registered (any more): nothing to undo.
         let _ = self.os.registry.deregister(&mut SourceFd(&source.fd()));
-        let mut sources = self.sources.lock().unwrap();
-        sources.entries[source.key()] = None;
-        sources.free.push(source.key());
+        self.sources.lock().unwrap().vacate(source.key());
         self.live.fetch_sub(1, Relaxed);
     }
 
@@ -129,7 +171,11 @@ impl IoDriver {
         self.os.close();
         let sources: Vec<Arc<Source>> = {
             let sources = self.sources.lock().unwrap();
-            sources.entries.iter().flatten().cloned().collect()
+            sources
+                .entries
+                .iter()
+                .filter_map(|(_, s)| s.clone())
+                .collect()
         };
         let mut wake = Vec::new();
         for source in sources {
@@ -182,7 +228,7 @@ impl PollGuard<'_> {
         {
             let sources = driver.sources.lock().unwrap();
             for event in events.iter() {
-                if let Some(Some(source)) = sources.entries.get(event.token().0) {
+                if let Some(source) = sources.get(event.token()) {
                     ready.push((source.clone(), readiness_bits(event)));
                 }
             }
@@ -220,4 +266,32 @@ fn readiness_bits(event: &mio::event::Event) -> usize {
         }
     }
     bits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{OsPoller, Slab, Source};
+    use std::sync::Arc;
+
+    #[test]
+    fn an_event_for_a_vacated_slot_does_not_reach_the_slots_next_source() {
+        let poll = mio::Poll::new().unwrap();
+        let os = Arc::new(OsPoller::new(&poll, Box::new(|| {})).unwrap());
+        let mut slab = Slab::default();
+        let (key, old) = slab.reserve();
+        slab.fill(key, Arc::new(Source::new(3, key, os.clone())));
+        assert!(slab.get(old).is_some());
+        // The fd is deregistered while an event for it is still in a batch read from the OS;
+        // the slot goes to the next fd registered.
+        slab.vacate(key);
+        let (again, new) = slab.reserve();
+        assert_eq!(again, key, "the freed slot is reused");
+        slab.fill(again, Arc::new(Source::new(4, again, os)));
+        assert_ne!(old, new);
+        assert!(
+            slab.get(old).is_none(),
+            "the old fd's event would set the new fd's readiness"
+        );
+        assert_eq!(slab.get(new).unwrap().fd(), 4);
+    }
 }

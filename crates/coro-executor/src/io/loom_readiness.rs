@@ -69,7 +69,7 @@ fn not_readable() -> Readiness {
     let Poll::Ready(Some(fresh)) = readiness.poll_ready(READABLE, &mut cx) else {
         panic!("a fresh source counts as readable");
     };
-    readiness.clear(fresh);
+    readiness.clear(fresh, false);
     assert!(readiness.poll_ready(READABLE, &mut cx).is_pending());
     readiness
 }
@@ -112,7 +112,7 @@ fn loom_readiness_clear_keeps_a_newer_event() {
             let readiness = readiness.clone();
             thread::spawn(move || event(&readiness, READABLE))
         };
-        readiness.clear(seen);
+        readiness.clear(seen, false);
         os.join().unwrap();
         let polled: Poll<Option<ReadyEvent>> = readiness.poll_ready(READABLE, &mut cx);
         assert!(
@@ -190,9 +190,10 @@ fn loom_readiness_edge_stream_loses_no_data() {
             if n == 0 && was_closed {
                 break; // the end of the stream
             }
-            // WouldBlock, or a short read (the socket is drained): clear what was seen.
+            // WouldBlock (n == 0), or a short read (the socket is drained, a close stays): clear
+            // what was seen.
             if n < 2 {
-                readiness.clear(seen);
+                readiness.clear(seen, n > 0);
             }
             got += n;
         }

@@ -15,9 +15,12 @@
 //! - a waiter that finds no bit registers its waker under the waiters' mutex and looks again
 //!   there; an event sets the bits before it takes that mutex, so either the waiter sees the
 //!   bits or the event sees the waiter (no lost wake-up);
-//! - a direction's close (the peer's half-close, a hang-up, an error) is final: no clear removes
-//!   it, so a reader that drained the last data with a short read still gets the end of stream
-//!   (the OS reported both in one edge);
+//! - a direction's close (the peer's half-close, a hang-up, an error) survives a drain: a reader
+//!   that drained the last data with a short read still gets the end of stream (the OS reported
+//!   both in one edge, and will not again). Only `WouldBlock` clears it: an operation on a
+//!   closed direction ends (end of stream, an error), so `WouldBlock` proves the close is not
+//!   there, and keeping it would have every later wait return at once and the caller retry
+//!   forever;
 //! - the pool's shutdown sets `CLOSED`, which no clear removes: every wait fails from then on.
 //!
 //! Wakers are returned to the caller, which wakes them after every lock is released.
@@ -31,10 +34,11 @@ pub(crate) const READABLE: usize = 0b0_0001;
 /// The writable bit.
 pub(crate) const WRITABLE: usize = 0b0_0010;
 /// The peer closed its write side (or the socket failed): reads end, and the next one says so.
-/// Final: no clear removes it, so a socket drained by a short read still reads its end of
-/// stream (the OS reported the close with the data, in one edge, and will not again).
+/// A drain keeps it, so a socket drained by a short read still reads its end of stream (the
+/// OS reported the close with the data, in one edge, and will not again).
 pub(crate) const READ_CLOSED: usize = 0b0_0100;
-/// The socket can no longer write (peer gone, or failed): the next write says why. Final.
+/// The socket can no longer write (peer gone, or failed): the next write says why. A drain
+/// keeps it, as [`READ_CLOSED`].
 pub(crate) const WRITE_CLOSED: usize = 0b0_1000;
 /// The pool shut down: every wait fails. Final.
 const CLOSED: usize = 0b1_0000;
@@ -146,11 +150,18 @@ impl Readiness {
         Poll::Pending
     }
 
-    /// Clears what `event` saw ready, unless an event came in since (the tick moved on).
-    pub(crate) fn clear(&self, event: ReadyEvent) {
+    /// Clears what `event` saw ready, unless an event came in since (the tick moved on). An
+    /// operation that returned `WouldBlock` clears the direction's close too (`drained` false);
+    /// a short read or write (`drained` true) keeps it.
+    pub(crate) fn clear(&self, event: ReadyEvent, drained: bool) {
+        let bits = if drained {
+            event.ready & (READABLE | WRITABLE)
+        } else {
+            event.ready
+        };
         let mut word = self.word.load(Acquire);
         while word >> TICK_SHIFT == event.tick {
-            let cleared = word & !(event.ready & (READABLE | WRITABLE));
+            let cleared = word & !bits;
             if cleared == word {
                 return;
             }
@@ -194,5 +205,60 @@ impl Readiness {
                 wake.append(&mut waiters[slot(interest)]);
             }
         }
+    }
+}
+
+#[cfg(all(test, not(any(loom, shuttle))))]
+mod tests {
+    use super::{READ_CLOSED, READABLE, Readiness, WRITABLE, WRITE_CLOSED};
+    use std::task::{Context, Poll, Waker};
+
+    /// A source whose fresh readiness a failed operation cleared, then given `bits` by an event.
+    fn after_event(interest: usize, bits: usize) -> Readiness {
+        let readiness = Readiness::new();
+        let mut cx = Context::from_waker(Waker::noop());
+        let Poll::Ready(Some(fresh)) = readiness.poll_ready(interest, &mut cx) else {
+            panic!("a fresh source counts as ready");
+        };
+        readiness.clear(fresh, false);
+        readiness.set(bits, &mut Vec::new());
+        readiness
+    }
+
+    #[test]
+    fn would_block_clears_a_close_it_disproves() {
+        for (interest, closed) in [(READABLE, READ_CLOSED), (WRITABLE, WRITE_CLOSED)] {
+            // A close the socket does not have (say, an event meant for an earlier fd).
+            let readiness = after_event(interest, closed);
+            let mut cx = Context::from_waker(Waker::noop());
+            let Poll::Ready(Some(seen)) = readiness.poll_ready(interest, &mut cx) else {
+                panic!("a close makes its direction ready");
+            };
+            // The operation returned `WouldBlock`: had the direction been closed, it would
+            // have ended instead. Keeping the close would make every wait return at once.
+            readiness.clear(seen, false);
+            assert!(
+                readiness.poll_ready(interest, &mut cx).is_pending(),
+                "a WouldBlock left the direction ready: its caller would retry forever"
+            );
+        }
+    }
+
+    #[test]
+    fn a_drain_keeps_the_close_that_came_with_the_data() {
+        let readiness = after_event(READABLE, READABLE | READ_CLOSED);
+        let mut cx = Context::from_waker(Waker::noop());
+        let Poll::Ready(Some(seen)) = readiness.poll_ready(READABLE, &mut cx) else {
+            panic!("the data makes the source readable");
+        };
+        // A short read took the data: the end of stream must still be read.
+        readiness.clear(seen, true);
+        assert!(
+            matches!(
+                readiness.poll_ready(READABLE, &mut cx),
+                Poll::Ready(Some(_))
+            ),
+            "the end of the stream was cleared with the data"
+        );
     }
 }

@@ -16,10 +16,10 @@ use std::task::{Context, Poll};
 /// Readiness is edge-triggered and remembered (tokio's `Registration` works alike): a fresh
 /// registration counts as readable and writable, `poll_*_ready` returns a [`ReadyEvent`] while
 /// its direction is ready, and readiness stays until the caller reports it gone with
-/// [`clear_readiness`](Registration::clear_readiness): after an operation returned
-/// `WouldBlock` (or, on a stream socket, read or wrote fewer bytes than offered, which drains
-/// the socket). So the loop is: wait for readiness, try the operation, clear on `WouldBlock`,
-/// and again.
+/// [`clear_readiness`](Registration::clear_readiness) after an operation returned
+/// `WouldBlock` (or with [`clear_drained`](Registration::clear_drained) after a read or write on
+/// a stream socket moved fewer bytes than offered, which drains the socket). So the loop is:
+/// wait for readiness, try the operation, clear on `WouldBlock`, and again.
 ///
 /// It registers with the driver of the pool whose worker calls [`new`](Registration::new), or
 /// with the [`default_pool`](crate::default_pool)'s elsewhere. The fd must be non-blocking and
@@ -147,7 +147,53 @@ impl Registration {
     /// assert!(ready.is_ok());
     /// ```
     pub fn clear_readiness(&self, event: ReadyEvent) {
-        self.source.clear(event);
+        self.source.clear(event, false);
+    }
+
+    /// Reports that the operation `event` allowed drained the fd: a read or write on a stream
+    /// socket moved fewer bytes than offered, but some. As
+    /// [`clear_readiness`](Self::clear_readiness), except that a close the OS reported stays:
+    /// the peer's end of stream often comes in the same OS event as its last data, so the read
+    /// after a draining one must still see it. (After `WouldBlock`, use `clear_readiness`: an
+    /// operation on a closed direction does not block, so `WouldBlock` proves there is no close
+    /// to keep.)
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// use std::task::{Context, Poll, Waker};
+    ///
+    /// let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+    /// a.set_nonblocking(true).unwrap();
+    /// let registration = coro_executor::io::Registration::new(&a).unwrap();
+    /// b.write_all(b"bye").unwrap();
+    /// drop(b); // the data and the end of the stream
+    /// let mut buf = [0u8; 16];
+    /// let read = |buf: &mut [u8]| {
+    ///     futures::executor::block_on(async {
+    ///         loop {
+    ///             let ready = std::future::poll_fn(|cx| registration.poll_read_ready(cx))
+    ///                 .await
+    ///                 .unwrap();
+    ///             match (&a).read(buf) {
+    ///                 Ok(n) if n > 0 && n < buf.len() => {
+    ///                     registration.clear_drained(ready);
+    ///                     return n;
+    ///                 }
+    ///                 Ok(n) => return n,
+    ///                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+    ///                     registration.clear_readiness(ready);
+    ///                 }
+    ///                 Err(e) => panic!("{e}"),
+    ///             }
+    ///         }
+    ///     })
+    /// };
+    /// assert_eq!(read(&mut buf), 3);
+    /// assert_eq!(read(&mut buf), 0); // the end of the stream is still seen
+    /// # let _ = (Context::from_waker(Waker::noop()), Poll::<()>::Pending);
+    /// ```
+    pub fn clear_drained(&self, event: ReadyEvent) {
+        self.source.clear(event, true);
     }
 }
 

@@ -56,9 +56,10 @@ impl Source {
         }
     }
 
-    /// An operation saw `event`'s readiness gone: clears it, unless a newer event set it again.
-    pub(super) fn clear(&self, event: ReadyEvent) {
-        self.readiness.clear(event);
+    /// An operation saw `event`'s readiness gone (`drained`: by a short read or write, which
+    /// keeps a close): clears it, unless a newer event set it again.
+    pub(super) fn clear(&self, event: ReadyEvent, drained: bool) {
+        self.readiness.clear(event, drained);
     }
 
     /// An event reported `ready` (readiness bits): records it and moves the wakers of those

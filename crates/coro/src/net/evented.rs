@@ -88,7 +88,7 @@ impl<T: AsFd> Evented<T> {
                 }
                 result => {
                     if result.as_ref().is_ok_and(&drained) {
-                        self.registration.clear_readiness(event);
+                        self.registration.clear_drained(event);
                     }
                     return Poll::Ready(result);
                 }
