@@ -323,7 +323,11 @@ mod tests {
         let made: Vec<u32> = (0..4)
             .map(|_| linger_in_vain(&mut linger, &absorbed, true))
             .collect();
-        assert_eq!(made, [1, 2, 4, 8], "each linger was too short for the next push");
+        assert_eq!(
+            made,
+            [1, 2, 4, 8],
+            "each linger was too short for the next push"
+        );
     }
 
     #[test]
@@ -344,17 +348,29 @@ mod tests {
         linger.parking();
         std::thread::sleep(SEARCH_LINGER * 2);
         linger.woken();
-        assert_eq!(linger.patience(), 8, "a late wake-up after a linger that paid changes nothing");
+        assert_eq!(
+            linger.patience(),
+            8,
+            "a late wake-up after a linger that paid changes nothing"
+        );
     }
 
     #[test]
     fn a_push_counts_only_while_a_linger_watches() {
         let absorbed = Absorbed::default();
         absorbed.note();
-        assert_eq!(absorbed.watch(), 0, "nobody watched: the push wrote nothing");
+        assert_eq!(
+            absorbed.watch(),
+            0,
+            "nobody watched: the push wrote nothing"
+        );
         absorbed.note();
         absorbed.note();
-        assert_eq!(absorbed.watch(), 1, "the first push counted and cleared the bit");
+        assert_eq!(
+            absorbed.watch(),
+            1,
+            "the first push counted and cleared the bit"
+        );
         assert_eq!(absorbed.watch(), 1);
     }
 
