@@ -286,6 +286,15 @@ mod tests {
         passes
     }
 
+    /// A fresh unbounded linger after `vain` lingers in vain, each followed by a long sleep.
+    fn after_vain_lingers(vain: usize) -> (Linger, Absorbed) {
+        let (mut linger, absorbed) = (Linger::unbounded(), Absorbed::default());
+        for _ in 0..vain {
+            linger_in_vain(&mut linger, &absorbed, false);
+        }
+        (linger, absorbed)
+    }
+
     #[test]
     fn a_fresh_worker_waits_through_its_whole_patience() {
         assert_eq!(
@@ -315,10 +324,7 @@ mod tests {
 
     #[test]
     fn a_vain_linger_before_a_quick_wake_up_grows_the_patience() {
-        let (mut linger, absorbed) = (Linger::unbounded(), Absorbed::default());
-        for _ in 0..7 {
-            linger_in_vain(&mut linger, &absorbed, false);
-        }
+        let (mut linger, absorbed) = after_vain_lingers(7);
         assert_eq!(linger.patience(), 1);
         let made: Vec<u32> = (0..4)
             .map(|_| linger_in_vain(&mut linger, &absorbed, true))
@@ -332,10 +338,7 @@ mod tests {
 
     #[test]
     fn a_linger_goes_on_while_pushes_are_absorbed_and_doubles_the_patience() {
-        let (mut linger, absorbed) = (Linger::unbounded(), Absorbed::default());
-        for _ in 0..4 {
-            linger_in_vain(&mut linger, &absorbed, false);
-        }
+        let (mut linger, absorbed) = after_vain_lingers(4);
         assert_eq!(linger.patience(), 4);
         // A push absorbed every pass: the linger goes on past its patience, as long as pushes
         // come (up to the time bound, lifted here).
@@ -376,10 +379,7 @@ mod tests {
 
     #[test]
     fn finding_work_pays_and_a_vain_linger_not_followed_by_a_push_wake_up_halves() {
-        let (mut linger, absorbed) = (Linger::unbounded(), Absorbed::default());
-        for _ in 0..5 {
-            linger_in_vain(&mut linger, &absorbed, false);
-        }
+        let (mut linger, absorbed) = after_vain_lingers(5);
         assert_eq!(linger.patience(), 2);
         linger.found_work();
         assert_eq!(linger.patience(), 2, "no linger was under way");
