@@ -2,7 +2,8 @@
 //! `ThreadPool::metrics()`: the next slot (and its cap of 3 in a row while the queue waits), yields going to the back of
 //! the queue, overflow of a full local queue to the global queue, the global queue checked first
 //! every 61st tick, wake-ups from other threads not starved by a yield loop, the cap on searching
-//! workers, parking when idle, and the `BuildError` for zero workers.
+//! workers, parking when idle, a searcher's linger (kept while it absorbs wake-ups, backed off
+//! when it absorbs none), and the `BuildError` for zero workers.
 //!
 //! Most tests use a single worker, where the order of events is fully determined by the policy.
 
