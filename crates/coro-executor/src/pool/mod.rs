@@ -2,7 +2,9 @@
 //!
 //! Bottom to top (each file imports only those above it in this list, and `task/`):
 //! - `queue`: each worker's bounded ring (owner push/pop, others steal half);
-//! - `park`: how a worker sleeps; `idle`: who searches and who sleeps, and so whom to wake;
+//! - `park`: how a worker sleeps; `linger`: how long a searcher that found nothing searches on,
+//!   and the absorbed pushes it follows; `idle`: who searches and who sleeps, and so whom to
+//!   wake;
 //! - `offer`: a worker's slot for work it makes available to idle ones without spawning it;
 //! - `helpers`: the spare worker slots and their helper threads; `metrics`: the counters and
 //!   their public snapshot; `stall`: the stall report settings and the public `StallReport`;
@@ -23,6 +25,7 @@ mod builder;
 mod handoff;
 mod helpers;
 mod idle;
+mod linger;
 #[cfg(all(test, any(loom, shuttle)))]
 mod loom_offer;
 #[cfg(all(test, any(loom, shuttle)))]

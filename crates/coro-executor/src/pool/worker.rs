@@ -8,14 +8,19 @@
 //! 4. searching: steal half of a random victim's queue or take from its posted offer, then the
 //!    global queue, for a bounded number of passes (one); then a victim's next slot, if its
 //!    owner stayed in the same poll through a short grace period (Go's `runqsteal` with
-//!    `stealRunNextG`); a searcher that found nothing searches again for up to
-//!    [`SEARCH_LINGER`] while another worker is awake (Go's spinning threads);
+//!    `stealRunNextG`); a searcher that found nothing lingers: it searches again, while
+//!    another worker is awake, for as long as lingering saves wake-ups (Go's spinning threads;
+//!    `linger.rs`): a push that finds a searcher wakes nobody, and each such push a linger sees
+//!    keeps it going, up to 50 µs; it parks after a run of passes that saw none, a run that
+//!    halves after each linger that saw none (down to one pass) and doubles after one that
+//!    saw some or when the worker is woken again within 50 µs of parking;
 //! 5. park, rescanning every queue first if this worker was the last searcher or the last awake.
 //!
 //! Every task pushed onto a worker's queue or next slot wakes a parked worker if nobody is
 //! searching (Go's `wakep` after `runqput`); a helper (`handoff.rs`) runs the same loop but
 //! exits where a worker would park.
 
+use super::linger::{self, Linger};
 use super::offer::{Offer, OfferPtr};
 use super::queue::{self, Local};
 use super::shared::{Remote, Shared, wait_next_slot_grace};
@@ -42,21 +47,6 @@ type PollToken<'a> = std::marker::PhantomData<&'a ()>;
 /// cores), and no engine bench ran faster (3 processes each, 2026-11-23).
 pub(crate) const SEARCH_PASSES: usize = 1;
 
-/// How long a searcher that found nothing keeps searching before it parks, while another worker
-/// is awake (Go's spinning threads spin too). While it searches, tasks pushed elsewhere wake
-/// nobody: without it, a worker whose tasks keep waking each other into its next slot (a channel
-/// ping-pong) woke the parked worker about every 14 µs, paying a futex wake each time for a
-/// worker that found the task already run and parked again. Measured on `channel/ping_pong`
-/// (2 workers): futex calls per run down 3.5x, the coro row 5–10% faster; no engine or
-/// `user_path` bench slower (alternating runs, 2026-11-27). The cost is up to this much CPU
-/// per wake-up of an otherwise idle worker, and none once every other worker is parked.
-#[cfg(not(any(loom, shuttle)))]
-const SEARCH_LINGER: std::time::Duration = std::time::Duration::from_micros(50);
-/// Pause instructions between two passes of a lingering searcher: the passes read the other
-/// workers' queue ends and next slots, lines their owners write on every wake-up.
-#[cfg(not(any(loom, shuttle)))]
-const LINGER_PAUSES: u32 = 32;
-
 /// The worker's private state. Borrowed only in short stretches, never across `Runnable::run`,
 /// so a task that schedules another from inside its poll finds it free.
 struct Core {
@@ -64,10 +54,8 @@ struct Core {
     tick: u32,
     next_streak: u8,
     is_searching: bool,
-    /// When this searcher first found nothing, since it last ran a task (see
-    /// [`SEARCH_LINGER`]).
-    #[cfg(not(any(loom, shuttle)))]
-    found_nothing_since: Option<std::time::Instant>,
+    /// How long this searcher searches on after finding nothing (`linger.rs`).
+    linger: Linger,
     rng: u64,
 }
 
@@ -334,8 +322,7 @@ impl Worker {
                 tick: 0,
                 next_streak: 0,
                 is_searching: false,
-                #[cfg(not(any(loom, shuttle)))]
-                found_nothing_since: None,
+                linger: Linger::new(),
                 rng: seed(),
             }),
         }
@@ -475,10 +462,7 @@ impl Worker {
     fn run_task(&self, task: Runnable) {
         {
             let mut core = self.core.borrow_mut();
-            #[cfg(not(any(loom, shuttle)))]
-            {
-                core.found_nothing_since = None;
-            }
+            core.linger.found_work();
             if core.is_searching {
                 core.is_searching = false;
                 // The last searcher to find work wakes another: where there was one task there
@@ -572,39 +556,28 @@ impl Worker {
         Some(Found::Task(task))
     }
 
-    /// After a search that found nothing: whether to search again rather than park (see
-    /// [`SEARCH_LINGER`]), after a short pause. Only a searcher lingers (so at most half of the
-    /// workers), and only while another worker is awake to queue work.
-    #[cfg(not(any(loom, shuttle)))]
+    /// After a search that found nothing: whether to search again rather than park, after a
+    /// short pause (`linger.rs`). Only a searcher lingers (so at most half of the workers), and
+    /// only while another worker is awake to queue work.
     fn lingers(&self) -> bool {
         let mut core = self.core.borrow_mut();
         if !core.is_searching || !self.shared.idle.others_unparked() {
-            core.found_nothing_since = None;
+            core.linger.end();
             return false;
         }
-        let now = std::time::Instant::now();
-        let since = *core.found_nothing_since.get_or_insert(now);
-        if now.duration_since(since) >= SEARCH_LINGER {
-            core.found_nothing_since = None;
+        if !core.linger.another_pass(self.shared.idle.absorbed()) {
             return false;
         }
         drop(core);
-        for _ in 0..LINGER_PAUSES {
-            std::hint::spin_loop();
-        }
+        self.remote().counters.linger_passes.add(1);
+        linger::pause();
         true
-    }
-
-    /// In the models a searcher parks at once: lingering is a matter of time, which they do not
-    /// have, and searching again is what the loop does anyway when woken.
-    #[cfg(any(loom, shuttle))]
-    fn lingers(&self) -> bool {
-        false
     }
 
     fn park(&self) {
         let was_searching = {
             let mut core = self.core.borrow_mut();
+            core.linger.parking();
             std::mem::replace(&mut core.is_searching, false)
         };
         self.remote().counters.parks.add(1);
@@ -700,7 +673,9 @@ impl Worker {
             }
             if self.shared.idle.unpark_confirmed(self.index) {
                 // Whoever woke us counted us as a searcher.
-                self.core.borrow_mut().is_searching = true;
+                let mut core = self.core.borrow_mut();
+                core.is_searching = true;
+                core.linger.woken();
                 return;
             }
             // Still parked: wait in the OS again if nobody else does.
