@@ -20,6 +20,8 @@
 //! - [`ThreadPool::spawn_blocking`] moves blocking code off the workers.
 //! - [`trace`] lists every live task (id, state, async stack) for task dumps.
 //! - [`time`] has deadline futures on a hierarchical timer wheel, usable from any executor.
+//! - [`sim`] runs a pool's logical workers on one thread as a seeded, replayable simulation,
+//!   with a virtual clock for its timers.
 //!
 //! ```
 //! use coro_executor::ThreadPool;
@@ -53,6 +55,7 @@ pub mod io;
 mod loom;
 mod manual;
 mod pool;
+pub mod sim;
 mod task;
 pub mod time;
 pub mod trace;
@@ -119,7 +122,7 @@ where
     R: Send + 'static,
 {
     match pool::current_shared() {
-        Some(shared) => shared.blocking.spawn(f),
+        Some(shared) => shared.spawn_blocking(f),
         None => default_pool().spawn_blocking(f),
     }
 }

@@ -395,6 +395,7 @@ pub mod __private {
 }
 mod private;
 mod scope;
+pub mod sim;
 pub mod stream;
 pub mod sync;
 

@@ -97,6 +97,16 @@ impl Idle {
             }
         }
         self.note_searching(1);
+        // Which sleeper wakes is a race between their parks in production; in a simulation it is
+        // drawn from the seed.
+        #[cfg(not(any(loom, shuttle)))]
+        let worker = match sleepers.parked.len() {
+            n @ 2.. => crate::sim::context::with(|c| c.below("worker to wake", n))
+                .map(|at| sleepers.parked.remove(at))
+                .or_else(|| sleepers.parked.pop()),
+            _ => sleepers.parked.pop(),
+        };
+        #[cfg(any(loom, shuttle))]
         let worker = sleepers.parked.pop();
         debug_assert!(
             worker.is_some(),

@@ -17,6 +17,8 @@
 //! - `watch`, `handoff`, `monitor`: the monitor thread (Go's sysmon), which wakes a parked
 //!   worker for an offer that stays posted, hands off the work queued behind a poll that holds
 //!   up its worker, and reports stalls;
+//! - `sim`: a simulation's pool: the same shared state and workers, stepped tick by tick on
+//!   one thread (`crate::sim`);
 //! - this file: [`ThreadPool`]; `builder`: its configuration and constructors.
 
 mod builder;
@@ -41,6 +43,8 @@ pub(crate) mod park;
 pub(crate) mod queue;
 mod reaper;
 mod shared;
+#[cfg(not(any(loom, shuttle)))]
+pub(crate) mod sim;
 mod spawn;
 mod stall;
 mod watch;
@@ -127,7 +131,7 @@ impl ThreadPool {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.shared.blocking.spawn(f)
+        self.shared.spawn_blocking(f)
     }
 
     /// Number of worker threads.

@@ -77,8 +77,13 @@ coro_loom::thread_local_const! {
     static CURRENT: Cell<*const Worker> = Cell::new(ptr::null());
 }
 
+/// The seed of a worker's victim choice: OS randomness, or in a simulation the seed's stream.
 fn seed() -> u64 {
     use std::hash::{BuildHasher, RandomState};
+    #[cfg(not(any(loom, shuttle)))]
+    if let Some(seed) = crate::sim::context::draw("worker rng seed") {
+        return seed | 1;
+    }
     RandomState::new().hash_one(std::thread::current().id()) | 1
 }
 
@@ -104,6 +109,14 @@ pub(crate) fn with_current_worker<R>(f: impl FnOnce(&Arc<Shared>, usize) -> R) -
     let worker = CURRENT.with(Cell::get);
     // SAFETY: see `current_shared`; `f` runs on this thread, inside the worker's frame.
     unsafe { worker.as_ref() }.map(|worker| f(&worker.shared, worker.index))
+}
+
+/// What one [`Worker::tick`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Tick {
+    Ran,
+    TookOffer,
+    Nothing,
 }
 
 /// What a search found.
@@ -189,6 +202,50 @@ fn run_worker(worker: Worker, start: impl FnOnce(&Worker)) -> Local<Runnable> {
     drop(reset);
     worker.drain();
     worker.core.into_inner().local
+}
+
+/// A logical worker of a simulation (`sim.rs`): a [`Worker`] whose ticks a driver takes one at a
+/// time on its own thread, making it the thread's current worker for each.
+#[cfg(not(any(loom, shuttle)))]
+pub(super) struct SimWorker {
+    worker: Box<Worker>,
+}
+
+#[cfg(not(any(loom, shuttle)))]
+impl SimWorker {
+    pub(super) fn new(shared: Arc<Shared>, index: usize, local: Local<Runnable>) -> SimWorker {
+        SimWorker {
+            worker: Box::new(Worker::new(shared, index, local, false)),
+        }
+    }
+
+    /// Runs `f` as this worker's thread would: with it current (what tasks schedule lands on
+    /// its queues) and its task-list shard; the thread is no worker again afterwards, also on
+    /// unwind.
+    pub(super) fn enter<R>(&self, f: impl FnOnce(&Worker) -> R) -> R {
+        struct Leave;
+        impl Drop for Leave {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.set(ptr::null()));
+            }
+        }
+        CURRENT.with(|c| c.set(&*self.worker));
+        crate::task::set_shard_hint(self.worker.index);
+        let leave = Leave;
+        let result = f(&self.worker);
+        drop(leave);
+        result
+    }
+
+    /// Whether this worker's parker holds a wake-up token (a sleeping worker is then stepped).
+    pub(super) fn is_notified(&self) -> bool {
+        self.worker.remote().parker.is_notified()
+    }
+
+    /// Drops what its queues hold, at the simulation's shutdown (as a worker thread's exit).
+    pub(super) fn drain(&self) {
+        self.worker.drain();
+    }
 }
 
 /// How a worker starts in the models (`loom_protocol.rs`), which run this file's `Worker`.
@@ -277,18 +334,37 @@ impl Worker {
 
     fn run(&self) {
         while !self.shared.is_shutdown() {
-            if let Some(task) = self.next_task() {
-                self.run_task(task);
-                continue;
-            }
-            match self.search() {
-                Some(Found::Task(task)) => self.run_task(task),
-                Some(Found::Offer(offer)) => self.take_offer(offer),
+            match self.tick(|_| {}) {
+                Tick::Ran | Tick::TookOffer => {}
                 // Nothing left behind the poll it stood in for: the helper's job is done.
-                None if self.helper => return,
-                None if self.lingers() => {}
-                None => self.park(),
+                Tick::Nothing if self.helper => return,
+                Tick::Nothing if self.lingers() => {}
+                Tick::Nothing => self.park(),
             }
+        }
+    }
+
+    /// One tick of the loop: runs one task (its own, or one found by searching; `before_run`
+    /// sees it first), takes from an offer, or finds nothing. A simulation steps its logical
+    /// workers tick by tick (`sim.rs`); the loop above is the same ticks back to back.
+    #[inline(always)]
+    pub(super) fn tick(&self, before_run: impl FnOnce(&Runnable)) -> Tick {
+        if let Some(task) = self.next_task() {
+            before_run(&task);
+            self.run_task(task);
+            return Tick::Ran;
+        }
+        match self.search() {
+            Some(Found::Task(task)) => {
+                before_run(&task);
+                self.run_task(task);
+                Tick::Ran
+            }
+            Some(Found::Offer(offer)) => {
+                self.take_offer(offer);
+                Tick::TookOffer
+            }
+            None => Tick::Nothing,
         }
     }
 
@@ -460,9 +536,17 @@ impl Worker {
         // The owner usually woke that task just before finishing its poll and runs it next;
         // take it only if the owner is still in the same poll after the grace period.
         drop(core);
-        wait_next_slot_grace();
         let remote = &remotes[victim];
-        if remote.owner_polls() != polls {
+        // In a simulation the owner is between two steps, never inside a poll: whether it
+        // finished its poll within the grace period is a race there, drawn from the seed.
+        #[cfg(not(any(loom, shuttle)))]
+        let owner_moved_on = crate::sim::context::draw("next-slot steal").map(|v| v & 1 == 0);
+        #[cfg(any(loom, shuttle))]
+        let owner_moved_on = None;
+        if owner_moved_on.unwrap_or_else(|| {
+            wait_next_slot_grace();
+            remote.owner_polls() != polls
+        }) {
             return None;
         }
         let task = remote.take_next()?;
@@ -510,6 +594,35 @@ impl Worker {
             self.shared.notify_if_work_pending();
         }
         self.sleep(poll);
+    }
+
+    /// [`park`](Self::park) for a logical worker of a simulation: the idle bookkeeping, without
+    /// the sleep (the simulation's driver steps this worker again once its parker holds a
+    /// token, see [`sim_wake`](Self::sim_wake)). No IO poll and no timer keeping: the driver
+    /// fires the timers itself when every worker sleeps.
+    #[cfg(not(any(loom, shuttle)))]
+    pub(super) fn sim_park(&self) {
+        let was_searching = std::mem::replace(&mut self.core.borrow_mut().is_searching, false);
+        self.remote().counters.parks.add(1);
+        if self.shared.idle.park(self.index, was_searching, false) {
+            self.shared.notify_if_work_pending();
+        }
+    }
+
+    /// The end of [`sleep`](Self::sleep) for a logical worker of a simulation whose parker
+    /// holds a token: takes it and returns whether the worker is awake (chosen by a notifier,
+    /// then as a searcher, or the pool shut down), as `sleep` decides after its wait.
+    #[cfg(not(any(loom, shuttle)))]
+    pub(super) fn sim_wake(&self) -> bool {
+        self.remote().parker.take_token();
+        if self.shared.is_shutdown() {
+            return true;
+        }
+        if self.shared.idle.unpark_confirmed(self.index) {
+            self.core.borrow_mut().is_searching = true;
+            return true;
+        }
+        false
     }
 
     /// The wait at the end of [`park`](Self::park), with the idle bookkeeping done: sleeps
