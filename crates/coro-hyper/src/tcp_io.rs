@@ -22,6 +22,8 @@ impl TcpIo {
         TcpIo { stream }
     }
 
+    /// The stream, for the client's connection info (the server never asks).
+    #[cfg(feature = "client")]
     pub(crate) fn get_ref(&self) -> &TcpStream {
         &self.stream
     }
