@@ -10,7 +10,8 @@
 //!
 //! One concept per file: `frame` (a frame of a stack), `cell` (a task's trace cell),
 //! `publish` (attaching a cell, publishing where the task suspends), `snapshot` (copies for
-//! dumps); `name` is a frame's compact name. Frames and cells are plain data, below the task
+//! dumps); `name` is a frame's compact name; `stats` the per-task counters for consoles and
+//! their on/off switch; `wait` what a suspended task waits on. Frames and cells are plain data, below the task
 //! layer (`crate::task`, whose header points at a cell); publication and snapshots work on
 //! tasks, above it.
 
@@ -19,7 +20,10 @@ mod frame;
 mod name;
 mod publish;
 mod snapshot;
+mod stats;
+mod wait;
 
+pub use crate::pool::{PoolCensus, census};
 pub use crate::task::{TaskHeader, TaskState};
 pub(crate) use cell::OwnedCell;
 pub use cell::TraceCell;
@@ -27,8 +31,11 @@ pub use frame::Frame;
 pub use publish::{
     attach, attach_owned, current_task_id, note_relinked, publish_suspension, without_publishing,
 };
-pub(crate) use snapshot::snapshot_of;
 pub use snapshot::{TaskSnapshot, snapshot_tasks};
+pub(crate) use snapshot::{snapshot_list, snapshot_of};
+pub(crate) use stats::{PollStart, TaskStats, set_worker_index};
+pub use stats::{REQUEST_KEEPS_ON, StatsGuard, collect_stats, request_stats, stats_enabled};
+pub use wait::{LockKind, WaitOn, WaitRegistration, wait_on};
 
 // What the files share, for their `use super::*`.
 use crate::loom::sync::Mutex;

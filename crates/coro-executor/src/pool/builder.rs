@@ -383,6 +383,7 @@ impl ThreadPool {
             },
         ));
         crate::task::registry::register(&shared.tasks);
+        super::census::register(&shared);
         let mut pool = ThreadPool {
             shared: shared.clone(),
             threads: Vec::with_capacity(workers),

@@ -4,6 +4,7 @@
 use super::header::TaskHeader;
 #[cfg(not(coro_untraced))]
 use super::header::{RUNNING, SUSPENDED};
+use crate::trace::PollStart;
 use std::cell::Cell;
 use std::ptr;
 #[cfg(not(coro_untraced))]
@@ -21,9 +22,14 @@ coro_loom::thread_local_const! {
 #[inline]
 #[cfg(not(coro_untraced))]
 pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
+    let stats = header.stats.poll_started();
     header.state.store(RUNNING, Relaxed);
     let prev = CURRENT.with(|c| c.replace(header));
-    Running { header, prev }
+    Running {
+        header,
+        prev,
+        stats,
+    }
 }
 
 /// Tracing compiled out (`--cfg coro_untraced`, a build only for measuring what tracing costs):
@@ -34,6 +40,7 @@ pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
     Running {
         header,
         prev: ptr::null(),
+        stats: PollStart::NONE,
     }
 }
 
@@ -41,12 +48,14 @@ pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
 pub(crate) struct Running<'a> {
     header: &'a TaskHeader,
     prev: *const TaskHeader,
+    stats: PollStart,
 }
 
 #[cfg(not(coro_untraced))]
 impl Drop for Running<'_> {
     #[inline]
     fn drop(&mut self) {
+        self.header.stats.poll_ended(self.stats);
         self.header.state.store(SUSPENDED, Relaxed);
         CURRENT.with(|c| c.set(self.prev));
     }

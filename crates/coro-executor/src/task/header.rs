@@ -2,7 +2,7 @@
 //! state, the attached trace cell, its owner), the task states, and the per-thread id blocks.
 
 use super::owner::OwnerRef;
-use crate::trace::{OwnedCell, TraceCell};
+use crate::trace::{OwnedCell, TaskStats, TraceCell};
 use std::cell::Cell;
 use std::fmt;
 use std::ptr;
@@ -96,6 +96,9 @@ pub struct TaskHeader {
     /// zero-sized and async-task does not take and release a reference to the task around
     /// every call of it. Type-erased (see `owner.rs`) so that this layer names no executor.
     owner: Option<OwnerRef>,
+    /// Counters for consoles (polls, busy and queued time, wakes, what it waits on); counted
+    /// only while someone looks (see `trace/stats.rs`).
+    pub(crate) stats: TaskStats,
 }
 
 impl TaskHeader {
@@ -112,6 +115,7 @@ impl TaskHeader {
             state: AtomicU8::new(SCHEDULED),
             last: AtomicUsize::new(UNKNOWN),
             owner,
+            stats: TaskStats::new(),
         }
     }
 
@@ -126,7 +130,11 @@ impl TaskHeader {
     #[inline]
     pub(crate) fn mark_scheduled(&self) {
         #[cfg(not(coro_untraced))]
-        self.state.store(SCHEDULED, Relaxed);
+        {
+            self.stats
+                .on_scheduled(|| self.state.load(Relaxed) & STATE != SCHEDULED);
+            self.state.store(SCHEDULED, Relaxed);
+        }
     }
 
     /// The task's id.

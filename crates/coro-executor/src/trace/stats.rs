@@ -1,0 +1,281 @@
+//! [`TaskStats`]: what a task's header counts about it for a console (polls, time busy and
+//! queued, wakes, when it entered its state, what it waits on), and the switch that turns the
+//! per-poll counting on only while someone looks.
+//!
+//! Rule: while nobody has asked for statistics recently, a poll costs one relaxed load of
+//! [`ENABLED`] more than without them (the guard of the poll keeps what it read), and a
+//! schedule one more. While they are on, the thread that polls or schedules a task writes its
+//! counters with plain loads and stores: async-task runs a task's poll and its schedule
+//! function one at a time, with its own state atomics ordering one before the next, so each
+//! counter has one writer at a time. Readers (snapshots) may see a counter one event behind.
+//!
+//! Times are nanoseconds since a process-wide epoch ([`now`]); a `since` older than the moment
+//! the statistics were last switched on is stale (written in an earlier period, or never) and
+//! reads as unknown, so that a task that changed state while nobody counted is never reported
+//! as stuck since then.
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use std::time::{Duration, Instant};
+
+/// Whether per-poll statistics are being collected. The only thing a poll reads while they
+/// are off.
+static ENABLED: AtomicBool = AtomicBool::new(false);
+/// [`now`] when the statistics were last switched on (see the module doc).
+static ON_SINCE: AtomicU64 = AtomicU64::new(u64::MAX);
+/// [`now`] until which a recent [`request_stats`] keeps the statistics on.
+static REQUESTED_UNTIL: AtomicU64 = AtomicU64::new(0);
+/// Live [`StatsGuard`]s (attached consoles): while there is one, the statistics stay on.
+static HOLDERS: AtomicUsize = AtomicUsize::new(0);
+
+coro_loom::thread_local_const! {
+    /// The index of the pool worker this thread is, plus one (0: not a worker).
+    static WORKER: Cell<u32> = Cell::new(0);
+}
+
+/// Marks this thread as worker `index` of its pool, for the tasks it polls while statistics
+/// are on (which worker runs a task).
+pub(crate) fn set_worker_index(index: usize) {
+    WORKER.with(|w| w.set(index as u32 + 1));
+}
+
+/// How long a [`request_stats`] (a snapshot) keeps the statistics on.
+pub const REQUEST_KEEPS_ON: Duration = Duration::from_secs(10);
+
+/// Nanoseconds since the process-wide epoch (the first call); never 0 (0 means unknown).
+#[inline]
+pub(crate) fn now() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    (epoch.elapsed().as_nanos() as u64).max(1)
+}
+
+/// The [`Instant`] of a [`now`] value.
+pub(crate) fn instant_of(ns: u64) -> Instant {
+    let back = Duration::from_nanos(now().saturating_sub(ns));
+    Instant::now()
+        .checked_sub(back)
+        .unwrap_or_else(Instant::now)
+}
+
+/// Nanoseconds since the epoch at `instant` (for deadlines), at least 1.
+pub(crate) fn ns_of(instant: Instant) -> u64 {
+    let here = Instant::now();
+    let now = now();
+    if instant >= here {
+        now.saturating_add((instant - here).as_nanos() as u64)
+    } else {
+        now.saturating_sub((here - instant).as_nanos() as u64)
+            .max(1)
+    }
+}
+
+/// Whether statistics are collected right now.
+///
+/// ```
+/// use coro_executor::trace::{request_stats, stats_enabled};
+/// request_stats();
+/// assert!(stats_enabled());
+/// ```
+#[inline]
+pub fn stats_enabled() -> bool {
+    ENABLED.load(Relaxed)
+}
+
+/// Turns per-poll statistics on for the next [`REQUEST_KEEPS_ON`] (what a snapshot does): polls,
+/// busy and queued time and wakes of every task are counted from now on.
+///
+/// ```
+/// coro_executor::trace::request_stats();
+/// assert!(coro_executor::trace::stats_enabled());
+/// ```
+pub fn request_stats() {
+    let now = now();
+    REQUESTED_UNTIL.fetch_max(now + REQUEST_KEEPS_ON.as_nanos() as u64, Relaxed);
+    switch_on(now);
+}
+
+fn switch_on(now: u64) {
+    if !ENABLED.load(Relaxed) {
+        // ON_SINCE first: a transition that sees ENABLED reads a later `now` (see module doc).
+        ON_SINCE.store(now, SeqCst);
+        ENABLED.store(true, SeqCst);
+    }
+}
+
+/// Keeps per-poll statistics on while it lives (an attached console); from [`collect_stats`].
+#[derive(Debug)]
+#[must_use = "statistics stay on only while the guard lives"]
+pub struct StatsGuard(());
+
+/// Keeps per-poll statistics on until the guard is dropped (and [`REQUEST_KEEPS_ON`] after).
+///
+/// ```
+/// let guard = coro_executor::trace::collect_stats();
+/// assert!(coro_executor::trace::stats_enabled());
+/// drop(guard);
+/// ```
+pub fn collect_stats() -> StatsGuard {
+    HOLDERS.fetch_add(1, SeqCst);
+    request_stats();
+    StatsGuard(())
+}
+
+impl Drop for StatsGuard {
+    fn drop(&mut self) {
+        HOLDERS.fetch_sub(1, SeqCst);
+        request_stats();
+    }
+}
+
+/// Switches the statistics off once nobody holds them and the last request expired; called
+/// while they are on, with a [`now`] the caller has read anyway.
+#[cold]
+fn expire(now: u64) {
+    if HOLDERS.load(Relaxed) == 0 && now > REQUESTED_UNTIL.load(Relaxed) {
+        ENABLED.store(false, Relaxed);
+    }
+}
+
+/// Per-task statistics, one field of the task's header. See the module doc for who writes
+/// what.
+#[derive(Debug, Default)]
+pub(crate) struct TaskStats {
+    /// [`now`] at the spawn, if the statistics were on then; else the first snapshot that saw
+    /// the task sets it (so ages are lower bounds for tasks spawned while nobody looked).
+    created: AtomicU64,
+    polls: AtomicU64,
+    /// Nanoseconds inside polls, summed.
+    busy: AtomicU64,
+    /// Nanoseconds queued (scheduled, not yet polled), summed.
+    queued: AtomicU64,
+    /// Times the task was woken (scheduled again after a poll).
+    wakes: AtomicU64,
+    /// [`now`] when the task entered its current state (queued, running, suspended).
+    since: AtomicU64,
+    /// The worker polling it (index plus one; 0: not a pool worker), set as a poll starts.
+    worker: AtomicU32,
+    /// What the task waits on: a packed [`WaitOn`](super::WaitOn) (see `wait.rs`).
+    pub(crate) waiting: AtomicU64,
+}
+
+/// What a poll's guard keeps: whether it counts, and when it started.
+#[derive(Clone, Copy)]
+pub(crate) struct PollStart(u64);
+
+impl PollStart {
+    /// A poll that is not counted.
+    #[allow(dead_code)]
+    pub(crate) const NONE: PollStart = PollStart(0);
+}
+
+impl TaskStats {
+    /// Stats for a task being spawned now.
+    #[inline]
+    pub(crate) fn new() -> TaskStats {
+        let stats = TaskStats::default();
+        if stats_enabled() {
+            // Queued from its creation on (some executors get a new task's first schedule
+            // directly, not through its schedule function).
+            let now = now();
+            stats.created.store(now, Relaxed);
+            stats.since.store(now, Relaxed);
+        }
+        stats
+    }
+
+    /// The task was scheduled: spawned, or woken if `was_polled` says it was polled before.
+    #[inline]
+    pub(crate) fn on_scheduled(&self, was_polled: impl FnOnce() -> bool) {
+        if stats_enabled() {
+            self.count_schedule(was_polled());
+        }
+    }
+
+    #[inline(never)]
+    fn count_schedule(&self, woken: bool) {
+        if woken {
+            self.wakes.store(self.wakes.load(Relaxed) + 1, Relaxed);
+        }
+        self.since.store(now(), Relaxed);
+    }
+
+    /// A poll starts; what it returns goes to [`poll_ended`](Self::poll_ended).
+    #[inline]
+    pub(crate) fn poll_started(&self) -> PollStart {
+        if stats_enabled() {
+            self.count_start()
+        } else {
+            PollStart::NONE
+        }
+    }
+
+    #[inline(never)]
+    fn count_start(&self) -> PollStart {
+        let now = now();
+        let since = self.since.load(Relaxed);
+        if since >= ON_SINCE.load(Relaxed) && since <= now {
+            self.queued
+                .store(self.queued.load(Relaxed) + (now - since), Relaxed);
+        }
+        self.since.store(now, Relaxed);
+        self.worker.store(WORKER.with(Cell::get), Relaxed);
+        PollStart(now)
+    }
+
+    /// The poll that [`poll_started`](Self::poll_started) began returned.
+    #[inline]
+    pub(crate) fn poll_ended(&self, start: PollStart) {
+        if start.0 != 0 {
+            self.count_end(start.0);
+        }
+    }
+
+    #[inline(never)]
+    fn count_end(&self, start: u64) {
+        let now = now();
+        self.busy
+            .store(self.busy.load(Relaxed) + now.saturating_sub(start), Relaxed);
+        self.polls.store(self.polls.load(Relaxed) + 1, Relaxed);
+        self.since.store(now, Relaxed);
+        expire(now);
+    }
+
+    /// A copy for a snapshot taken at `now`.
+    pub(crate) fn read(&self, now: u64) -> StatsCopy {
+        let mut created = self.created.load(Relaxed);
+        if created == 0 {
+            // Spawned while nobody counted: its age is counted from the first look.
+            created = match self.created.compare_exchange(0, now, Relaxed, Relaxed) {
+                Ok(_) => now,
+                Err(set) => set,
+            };
+        }
+        let since = self.since.load(Relaxed);
+        StatsCopy {
+            age: Duration::from_nanos(now.saturating_sub(created)),
+            polls: self.polls.load(Relaxed),
+            busy: Duration::from_nanos(self.busy.load(Relaxed)),
+            queued: Duration::from_nanos(self.queued.load(Relaxed)),
+            wakes: self.wakes.load(Relaxed),
+            worker: (self.worker.load(Relaxed) as usize).checked_sub(1),
+            in_state_for: (stats_enabled() && since >= ON_SINCE.load(Relaxed) && since <= now)
+                .then(|| Duration::from_nanos(now - since)),
+        }
+    }
+}
+
+/// What a snapshot copies of a task's [`TaskStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct StatsCopy {
+    pub(crate) age: Duration,
+    pub(crate) polls: u64,
+    pub(crate) busy: Duration,
+    pub(crate) queued: Duration,
+    pub(crate) wakes: u64,
+    /// How long the task has been in its current state, if known (counted since it entered it).
+    pub(crate) in_state_for: Option<Duration>,
+    /// The worker of its pool that last started polling it, if known.
+    pub(crate) worker: Option<usize>,
+}

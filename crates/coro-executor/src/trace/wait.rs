@@ -1,0 +1,213 @@
+//! [`WaitOn`] and [`WaitRegistration`]: what a suspended task waits on, registered by the
+//! primitive it waits in (a join handle, a lock, a channel, a timer, a socket, a promise) for
+//! snapshots and the wait-for graph.
+//!
+//! Rule: a registration is made inside the task's poll, kept by the waiting future, and undone
+//! when that future stops waiting (ready or dropped). The task's slot is one word, written with
+//! compare-and-swap: a kind, an argument and a count of registrations alive. Two at once (a
+//! `select!` over a lock and a timer) make the slot read [`WaitOn::Other`] until all but one
+//! are gone: a snapshot never claims a task waits only on a lock when something else can wake
+//! it too.
+
+use crate::task::current;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
+
+/// The kind of lock a task waits for, in [`WaitOn::Lock`].
+///
+/// ```
+/// assert_eq!(coro_executor::trace::LockKind::Mutex.name(), "Mutex");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LockKind {
+    /// An exclusive lock (coro's `Mutex`).
+    Mutex,
+    /// A reader-writer lock (coro's `SharedMutexFair`).
+    SharedMutexFair,
+    /// A counting semaphore.
+    Semaphore,
+}
+
+impl LockKind {
+    /// The lock type's name.
+    ///
+    /// ```
+    /// assert_eq!(coro_executor::trace::LockKind::Semaphore.name(), "Semaphore");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            LockKind::Mutex => "Mutex",
+            LockKind::SharedMutexFair => "SharedMutexFair",
+            LockKind::Semaphore => "Semaphore",
+        }
+    }
+}
+
+/// What a suspended task waits on.
+///
+/// ```
+/// use coro_executor::trace::WaitOn;
+/// assert_ne!(WaitOn::Task(3), WaitOn::Channel(3));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitOn {
+    /// Another task's end (a join handle, a collect's child).
+    Task(u64),
+    /// A lock, by its id.
+    Lock {
+        /// The lock's id (unique for the life of the process).
+        id: u64,
+        /// Its type.
+        kind: LockKind,
+    },
+    /// A channel, by its id.
+    Channel(u64),
+    /// A timer's deadline.
+    Timer(Instant),
+    /// A socket's readiness, by its file descriptor.
+    Io(i32),
+    /// A promise's value, by the promise's id.
+    Promise(u64),
+    /// Several things at once, or something coro does not name.
+    Other,
+}
+
+const KIND_BITS: u32 = 4;
+const COUNT_BITS: u32 = 6;
+const ARG_SHIFT: u32 = KIND_BITS + COUNT_BITS;
+const KIND_MASK: u64 = (1 << KIND_BITS) - 1;
+const COUNT_ONE: u64 = 1 << KIND_BITS;
+const COUNT_MASK: u64 = ((1 << COUNT_BITS) - 1) << KIND_BITS;
+/// Arguments are kept to the bits above the kind and count (ids and fds fit; deadlines are
+/// kept in microseconds).
+const ARG_MAX: u64 = (1 << (64 - ARG_SHIFT)) - 1;
+
+impl WaitOn {
+    fn pack(self) -> u64 {
+        let (kind, arg) = match self {
+            WaitOn::Task(id) => (1, id),
+            WaitOn::Lock { id, kind } => (
+                match kind {
+                    LockKind::Mutex => 2,
+                    LockKind::SharedMutexFair => 3,
+                    LockKind::Semaphore => 4,
+                },
+                id,
+            ),
+            WaitOn::Channel(id) => (5, id),
+            WaitOn::Timer(deadline) => (6, super::stats::ns_of(deadline) / 1000),
+            WaitOn::Io(fd) => (7, fd as u32 as u64),
+            WaitOn::Promise(id) => (8, id),
+            WaitOn::Other => (9, 0),
+        };
+        if arg > ARG_MAX {
+            return 9;
+        }
+        kind | (arg << ARG_SHIFT)
+    }
+
+    fn unpack(word: u64) -> Option<WaitOn> {
+        let arg = word >> ARG_SHIFT;
+        Some(match word & KIND_MASK {
+            0 => return None,
+            1 => WaitOn::Task(arg),
+            2 => WaitOn::Lock {
+                id: arg,
+                kind: LockKind::Mutex,
+            },
+            3 => WaitOn::Lock {
+                id: arg,
+                kind: LockKind::SharedMutexFair,
+            },
+            4 => WaitOn::Lock {
+                id: arg,
+                kind: LockKind::Semaphore,
+            },
+            5 => WaitOn::Channel(arg),
+            6 => WaitOn::Timer(super::stats::instant_of(arg.saturating_mul(1000))),
+            7 => WaitOn::Io(arg as u32 as i32),
+            8 => WaitOn::Promise(arg),
+            _ => WaitOn::Other,
+        })
+    }
+}
+
+/// What the task whose slot this is waits on now, if it registered anything.
+pub(crate) fn read_slot(slot: &AtomicU64) -> Option<WaitOn> {
+    WaitOn::unpack(slot.load(Relaxed))
+}
+
+/// A wait registered for the task running on this thread; undone when dropped. From
+/// [`wait_on`].
+///
+/// ```
+/// use coro_executor::trace::{WaitOn, current_task_id, snapshot_tasks, wait_on};
+///
+/// let pool = coro_executor::ThreadPool::new(1).unwrap();
+/// let seen = futures::executor::block_on(pool.spawn(async {
+///     let _waiting = wait_on(WaitOn::Channel(42));
+///     let me = current_task_id().unwrap();
+///     snapshot_tasks().into_iter().find(|t| t.id() == me).unwrap().waiting_on()
+/// }))
+/// .unwrap();
+/// assert_eq!(seen, Some(WaitOn::Channel(42)));
+/// ```
+#[derive(Debug)]
+#[must_use = "the wait is undone when the registration is dropped"]
+pub struct WaitRegistration {
+    /// The registering task's id; 0 when made outside a task (nothing registered).
+    task: u64,
+}
+
+/// Registers that the task running on this thread waits on `on`, until the registration is
+/// dropped. Outside a task it registers nothing. Keep the registration in the future that
+/// waits (it is undone only when dropped inside that task's poll, or with the task).
+///
+/// ```
+/// let registration = coro_executor::trace::wait_on(coro_executor::trace::WaitOn::Other);
+/// drop(registration); // outside a task: nothing was registered
+/// ```
+pub fn wait_on(on: WaitOn) -> WaitRegistration {
+    let Some(header) = current::header() else {
+        return WaitRegistration { task: 0 };
+    };
+    let new = on.pack();
+    let slot = &header.stats.waiting;
+    let _ = slot.fetch_update(Relaxed, Relaxed, |word| {
+        let count = word & COUNT_MASK;
+        Some(if count == 0 {
+            new | COUNT_ONE
+        } else if count == COUNT_MASK {
+            // Saturated: stays Other until the task's slot is reset by ends.
+            word
+        } else {
+            9 | (count + COUNT_ONE)
+        })
+    });
+    WaitRegistration { task: header.id() }
+}
+
+impl Drop for WaitRegistration {
+    fn drop(&mut self) {
+        if self.task == 0 {
+            return;
+        }
+        // Only the registering task's own poll undoes it; dropped elsewhere (the task's future
+        // is being dropped), the task is going away with its slot.
+        let Some(header) = current::header().filter(|h| h.id() == self.task) else {
+            return;
+        };
+        clear_one(&header.stats.waiting);
+    }
+}
+
+fn clear_one(slot: &AtomicU64) {
+    let _ = slot.fetch_update(Relaxed, Relaxed, |word| {
+        let count = word & COUNT_MASK;
+        Some(match count {
+            0 => word,
+            COUNT_ONE => 0,
+            _ => (word & !COUNT_MASK) | (count - COUNT_ONE),
+        })
+    });
+}

@@ -1,0 +1,276 @@
+//! `coro::trace::snapshot()`: statistics, wait targets and the verdicts, each planted on
+//! purpose and shown absent from healthy work.
+
+use coro::ThreadPool;
+use coro::trace::{Snapshot, TaskState, WaitTarget, Warning, snapshot};
+use futures::channel::oneshot;
+use std::time::{Duration, Instant};
+
+/// Snapshots until `found` returns something or `limit` passes.
+fn wait_for<T>(limit: Duration, mut found: impl FnMut(&Snapshot) -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        let snap = snapshot();
+        if let Some(t) = found(&snap) {
+            return t;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "not seen within {limit:?}:\n{snap}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn pool(name: &str, workers: usize) -> ThreadPool {
+    ThreadPool::builder()
+        .thread_name(name)
+        .worker_threads(workers)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn counts_polls_busy_wakes_and_names_the_pool() {
+    let _stats = coro::executor::trace::collect_stats();
+    let pool = pool("stats-pool", 1);
+    let (tx, rx) = oneshot::channel::<()>();
+    let worker = coro::Task::new(async move {
+        for _ in 0..5 {
+            std::thread::sleep(Duration::from_millis(2));
+            coro::executor::yield_now().await;
+        }
+        rx.await.ok();
+    })
+    .named("counted")
+    .schedule_on(&pool)
+    .start();
+    let info = wait_for(Duration::from_secs(5), |snap| {
+        snap.tasks
+            .iter()
+            .find(|t| t.name == "counted" && t.polls >= 6 && t.state == TaskState::Suspended)
+            .cloned()
+    });
+    assert_eq!(info.pool.as_deref(), Some("stats-pool"));
+    assert_eq!(info.wakes, 5, "{info:?}");
+    assert!(info.busy >= Duration::from_millis(10), "{info:?}");
+    assert!(info.age >= info.busy, "{info:?}");
+    assert!(info.location.contains("snapshot.rs:"), "{info:?}");
+    assert!(info.frames[0].starts_with("counted ("), "{info:?}");
+    let pool_info = snapshot()
+        .pools
+        .into_iter()
+        .find(|p| p.name == "stats-pool")
+        .unwrap();
+    assert_eq!(pool_info.workers.len(), 1);
+    assert!(pool_info.workers[0].polls >= 6);
+    tx.send(()).unwrap();
+    coro::block_wait(worker).unwrap();
+}
+
+#[test]
+fn a_joining_task_waits_on_the_task_it_joins() {
+    let pool = pool("join-pool", 2);
+    let (tx, rx) = oneshot::channel::<()>();
+    let child = pool.spawn(async move {
+        rx.await.ok();
+    });
+    let child_id = wait_for(Duration::from_secs(5), |snap| {
+        snap.tasks
+            .iter()
+            .filter(|t| t.pool.as_deref() == Some("join-pool"))
+            .map(|t| t.id)
+            .max()
+    });
+    let parent = coro::Task::new(async move { child.await.unwrap() })
+        .named("joiner")
+        .schedule_on(&pool)
+        .start();
+    let waiting = wait_for(Duration::from_secs(5), |snap| {
+        let joiner = snap.tasks.iter().find(|t| t.name == "joiner")?;
+        (joiner.state == TaskState::Suspended).then(|| joiner.waiting_on.clone())?
+    });
+    assert_eq!(waiting, WaitTarget::Task(child_id));
+    // Healthy: a join is not a deadlock.
+    assert_eq!(warnings_in(&snapshot(), "join-pool"), []);
+    tx.send(()).unwrap();
+    coro::block_wait(parent).unwrap();
+    // The wait is undone with it.
+    assert!(!snapshot().tasks.iter().any(|t| t.name == "joiner"));
+}
+
+#[test]
+fn a_task_awaiting_its_own_handle_through_another_is_a_deadlock() {
+    let pool = pool("cycle-pool", 2);
+    let (send_a, get_a) = oneshot::channel::<coro::JoinHandle<()>>();
+    let b = coro::Task::new(async move {
+        let a = get_a.await.unwrap();
+        a.await.ok();
+    })
+    .named("cycle-b")
+    .schedule_on(&pool)
+    .start();
+    let a = coro::Task::new(async move {
+        b.await.ok();
+    })
+    .named("cycle-a")
+    .schedule_on(&pool)
+    .start();
+    send_a.send(a).unwrap();
+    let started = Instant::now();
+    let (tasks, snap) = wait_for(Duration::from_secs(5), |snap| {
+        snap.warnings.iter().find_map(|w| match w {
+            Warning::Deadlock { tasks } => Some((tasks.clone(), snap.clone())),
+            _ => None,
+        })
+    });
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let names: Vec<&str> = tasks
+        .iter()
+        .map(|id| {
+            snap.tasks
+                .iter()
+                .find(|t| t.id == *id)
+                .unwrap()
+                .name
+                .as_str()
+        })
+        .collect();
+    assert_eq!(tasks.len(), 2, "{snap}");
+    assert!(
+        names.contains(&"cycle-a") && names.contains(&"cycle-b"),
+        "{names:?}"
+    );
+    assert!(snap.to_string().contains("deadlock: tasks "));
+    // Shutdown drops both, deadlock or not.
+    pool.shutdown();
+}
+
+/// The warnings about tasks of pool `pool` (tests of this file run side by side).
+fn warnings_in(snap: &Snapshot, pool: &str) -> Vec<Warning> {
+    snap.warnings
+        .iter()
+        .filter(|w| {
+            w.tasks().iter().all(|id| {
+                snap.tasks
+                    .iter()
+                    .any(|t| t.id == *id && t.pool.as_deref() == Some(pool))
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_long_poll_is_reported_while_it_runs() {
+    let _stats = coro::executor::trace::collect_stats();
+    let pool = ThreadPool::builder()
+        .thread_name("stuck-pool")
+        .worker_threads(1)
+        .stall_threshold(Duration::from_millis(50))
+        .on_stall(|_| {})
+        .build()
+        .unwrap();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let blocker = coro::Task::new(async move {
+        // Blocks its worker: a bug in the service, planted.
+        released.recv().unwrap();
+    })
+    .named("blocker")
+    .schedule_on(&pool)
+    .start();
+    let snap = wait_for(Duration::from_secs(5), |snap| {
+        (!warnings_in(snap, "stuck-pool").is_empty()).then(|| snap.clone())
+    });
+    let id = snap.tasks.iter().find(|t| t.name == "blocker").unwrap().id;
+    match warnings_in(&snap, "stuck-pool").as_slice() {
+        [Warning::LongPoll { task, running_for }] => {
+            assert_eq!(*task, id);
+            assert!(*running_for > Duration::from_millis(50));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let worker = &snap
+        .pools
+        .iter()
+        .find(|p| p.name == "stuck-pool")
+        .unwrap()
+        .workers[0];
+    assert_eq!((worker.state, worker.current_task), ("running", Some(id)));
+    release.send(()).unwrap();
+    coro::block_wait(blocker).unwrap();
+    // Polls that end in time are not reported.
+    let quick = coro::Task::new(async {
+        for _ in 0..10 {
+            std::thread::sleep(Duration::from_millis(5));
+            coro::executor::yield_now().await;
+        }
+    })
+    .schedule_on(&pool)
+    .start();
+    while !quick.is_finished() {
+        assert_eq!(warnings_in(&snapshot(), "stuck-pool"), []);
+    }
+}
+
+#[test]
+fn a_task_queued_and_not_polled_is_starving() {
+    let _stats = coro::executor::trace::collect_stats();
+    let manual = coro::executor::ManualExecutor::new();
+    let queued = manual.handle().spawn(async { 7 });
+    let id = wait_for(Duration::from_secs(5), |snap| {
+        snap.warnings.iter().find_map(|w| match w {
+            Warning::Starving { task, queued_for } => {
+                assert!(*queued_for > Duration::from_millis(100));
+                Some(*task)
+            }
+            _ => None,
+        })
+    });
+    let snap = snapshot();
+    let task = snap.tasks.iter().find(|t| t.id == id).unwrap();
+    assert_eq!(
+        (task.state, task.pool.as_deref()),
+        (TaskState::Scheduled, None)
+    );
+    manual.run_until_idle();
+    assert_eq!(coro::block_wait(queued).unwrap(), 7);
+    assert!(!snapshot().warnings.iter().any(|w| w.tasks() == [id]));
+}
+
+#[test]
+fn busy_healthy_work_raises_nothing() {
+    let pool = pool("healthy-pool", 2);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for i in 0..8 {
+        let stop = stop.clone();
+        workers.push(
+            coro::Task::new(async move {
+                let (tx, rx) = coro::channel::bounded::<u64>(4);
+                let echo = coro::spawn(async move {
+                    while let Ok(v) = rx.recv().await {
+                        coro::time::sleep(Duration::from_micros(100)).await;
+                        std::hint::black_box(v);
+                    }
+                });
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    tx.send(i).await.unwrap();
+                }
+                drop(tx);
+                echo.await.unwrap();
+            })
+            .schedule_on(&pool)
+            .start(),
+        );
+    }
+    for _ in 0..20 {
+        let snap = snapshot();
+        assert_eq!(warnings_in(&snap, "healthy-pool"), [], "{snap}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in workers {
+        coro::block_wait(w).unwrap();
+    }
+}
