@@ -117,31 +117,8 @@ fn a_task_awaiting_its_own_handle_through_another_is_a_deadlock() {
     .schedule_on(&pool)
     .start();
     send_a.send(a).unwrap();
-    let started = Instant::now();
-    let (tasks, snap) = wait_for(Duration::from_secs(5), |snap| {
-        snap.warnings.iter().find_map(|w| match w {
-            Warning::Deadlock { tasks } => Some((tasks.clone(), snap.clone())),
-            _ => None,
-        })
-    });
-    assert!(started.elapsed() < Duration::from_secs(1));
-    let names: Vec<&str> = tasks
-        .iter()
-        .map(|id| {
-            snap.tasks
-                .iter()
-                .find(|t| t.id == *id)
-                .unwrap()
-                .name
-                .as_str()
-        })
-        .collect();
-    assert_eq!(tasks.len(), 2, "{snap}");
-    assert!(
-        names.contains(&"cycle-a") && names.contains(&"cycle-b"),
-        "{names:?}"
-    );
-    assert!(snap.to_string().contains("deadlock: tasks "));
+    assert_eq!(deadlock_of(&["cycle-a", "cycle-b"]), ["cycle-a", "cycle-b"]);
+    assert!(snapshot().to_string().contains("deadlock: tasks "));
     // Shutdown drops both, deadlock or not.
     pool.shutdown();
 }
@@ -273,4 +250,185 @@ fn busy_healthy_work_raises_nothing() {
     for w in workers {
         coro::block_wait(w).unwrap();
     }
+}
+
+/// The first deadlock among the tasks named in `names`, as those names (sorted), within 1 s.
+fn deadlock_of(names: &[&str]) -> Vec<String> {
+    let started = Instant::now();
+    let found = wait_for(Duration::from_secs(5), |snap| {
+        snap.warnings.iter().find_map(|w| match w {
+            Warning::Deadlock { tasks } => {
+                let mut named: Vec<String> = tasks
+                    .iter()
+                    .filter_map(|id| snap.tasks.iter().find(|t| t.id == *id))
+                    .map(|t| t.name.clone())
+                    .collect();
+                named.sort();
+                named
+                    .iter()
+                    .all(|n| names.contains(&n.as_str()))
+                    .then_some(named)
+            }
+            _ => None,
+        })
+    });
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        started.elapsed()
+    );
+    found
+}
+
+#[test]
+fn two_tasks_locking_in_opposite_orders_are_a_deadlock() {
+    let pool = pool("ab-ba-pool", 2);
+    let first = std::sync::Arc::new(coro::sync::Mutex::new(()));
+    let second = std::sync::Arc::new(coro::sync::Mutex::new(()));
+    let both = std::sync::Arc::new(coro::sync::Barrier::new(2));
+    let task = |name: &'static str,
+                a: std::sync::Arc<coro::sync::Mutex<()>>,
+                b: std::sync::Arc<coro::sync::Mutex<()>>| {
+        let both = both.clone();
+        coro::Task::new(async move {
+            let _a = a.lock().await;
+            both.wait().await;
+            let _b = b.lock().await;
+        })
+        .named(name)
+        .schedule_on(&pool)
+        .start()
+    };
+    let _ab = task("locks-a-then-b", first.clone(), second.clone());
+    let _ba = task("locks-b-then-a", second.clone(), first.clone());
+    assert_eq!(
+        deadlock_of(&["locks-a-then-b", "locks-b-then-a"]),
+        ["locks-a-then-b", "locks-b-then-a"]
+    );
+    let snap = snapshot();
+    let waiter = snap
+        .tasks
+        .iter()
+        .find(|t| t.name == "locks-a-then-b")
+        .unwrap();
+    let holder = snap
+        .tasks
+        .iter()
+        .find(|t| t.name == "locks-b-then-a")
+        .unwrap();
+    match &waiter.waiting_on {
+        Some(WaitTarget::Lock { kind, holders, .. }) => {
+            assert_eq!((*kind, holders.as_slice()), ("Mutex", &[holder.id][..]));
+        }
+        other => panic!("{other:?}"),
+    }
+    pool.shutdown();
+}
+
+#[test]
+fn an_upgrade_waiting_on_a_reader_that_waits_to_write_is_a_deadlock() {
+    let pool = pool("upgrade-pool", 2);
+    let lock = std::sync::Arc::new(coro::sync::SharedMutexFair::new(0));
+    let both = std::sync::Arc::new(coro::sync::Barrier::new(2));
+    let (l, b) = (lock.clone(), both.clone());
+    let _upgrader = coro::Task::new(async move {
+        let guard = l.upgradable_read().await;
+        b.wait().await;
+        *guard.upgrade().await += 1;
+    })
+    .named("upgrader")
+    .schedule_on(&pool)
+    .start();
+    let (l, b) = (lock.clone(), both.clone());
+    let _reader = coro::Task::new(async move {
+        let read = l.read().await;
+        b.wait().await;
+        // Waits behind the upgrade, which waits for this reader to leave.
+        let _write = l.write().await;
+        drop(read);
+    })
+    .named("reader-then-writer")
+    .schedule_on(&pool)
+    .start();
+    assert_eq!(
+        deadlock_of(&["upgrader", "reader-then-writer"]),
+        ["reader-then-writer", "upgrader"]
+    );
+    pool.shutdown();
+}
+
+#[test]
+fn a_semaphore_with_another_holder_still_free_to_release_is_not_a_deadlock() {
+    let pool = pool("semaphore-pool", 2);
+    let permits = std::sync::Arc::new(coro::sync::Semaphore::new(2));
+    let (release, released) = oneshot::channel::<()>();
+    let (p, held) = (
+        permits.clone(),
+        std::sync::Arc::new(coro::sync::Barrier::new(3)),
+    );
+    let h = held.clone();
+    // Holds a permit and waits on something coro does not name: it may release any time.
+    let free_holder = coro::Task::new(async move {
+        let _permit = p.acquire(1).await;
+        h.wait().await;
+        released.await.ok();
+    })
+    .named("free-holder")
+    .schedule_on(&pool)
+    .start();
+    let (p, h) = (permits.clone(), held.clone());
+    let (send_waiter, get_waiter) = oneshot::channel::<coro::JoinHandle<()>>();
+    // Holds the other permit and joins the waiter, which waits for a permit.
+    let joining_holder = coro::Task::new(async move {
+        let _permit = p.acquire(1).await;
+        h.wait().await;
+        get_waiter.await.unwrap().await.unwrap();
+    })
+    .named("joining-holder")
+    .schedule_on(&pool)
+    .start();
+    held_wait(&held);
+    let p = permits.clone();
+    let waiter = coro::spawn(
+        coro::Task::new(async move {
+            let _permit = p.acquire(1).await;
+        })
+        .named("permit-waiter"),
+    );
+    send_waiter.send(waiter).ok().unwrap();
+    // All three are suspended: the waiter on the semaphore, the joiner on the waiter.
+    wait_for(Duration::from_secs(5), |snap| {
+        snap.tasks
+            .iter()
+            .find(|t| {
+                t.name == "permit-waiter" && matches!(t.waiting_on, Some(WaitTarget::Lock { .. }))
+            })
+            .map(|_| ())
+    });
+    for _ in 0..5 {
+        let snap = snapshot();
+        let ours: Vec<u64> = snap
+            .tasks
+            .iter()
+            .filter(|t| {
+                ["free-holder", "joining-holder", "permit-waiter"].contains(&t.name.as_str())
+            })
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(ours.len(), 3, "{snap}");
+        let about_ours = snap
+            .warnings
+            .iter()
+            .any(|w| w.tasks().iter().any(|id| ours.contains(id)));
+        assert!(!about_ours, "{snap}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    release.send(()).unwrap();
+    coro::block_wait(free_holder).unwrap();
+    coro::block_wait(joining_holder).unwrap();
+}
+
+/// Joins `barrier` from this (non-task) thread.
+fn held_wait(barrier: &std::sync::Arc<coro::sync::Barrier>) {
+    coro::block_wait(barrier.wait());
 }

@@ -11,6 +11,7 @@ use super::dump::TaskDump;
 use super::warnings::{Warning, find_warnings};
 use coro_executor::trace::{TaskSnapshot, TaskState, WaitOn, census, request_stats};
 use serde::{Serialize, Serializer};
+use std::collections::HashMap;
 use std::fmt;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -205,11 +206,11 @@ impl WaitTarget {
     fn from_engine(on: WaitOn, now: Instant) -> WaitTarget {
         match on {
             WaitOn::Task(id) => WaitTarget::Task(id),
-            // The engine names the lock; its holders are not tracked by the locks yet.
+            // Holders known only in part are left out: no edge is drawn from such a wait.
             WaitOn::Lock { id, kind } => WaitTarget::Lock {
                 id,
                 kind: kind.name(),
-                holders: Vec::new(),
+                holders: crate::sync::holders_of(id).unwrap_or_default(),
             },
             WaitOn::Channel(id) => WaitTarget::Channel { id },
             WaitOn::Timer(deadline) => WaitTarget::Timer {
@@ -321,7 +322,13 @@ pub fn snapshot() -> Snapshot {
             frames: Vec::new(),
         })
         .collect();
-    let warnings = find_warnings(&engine_tasks, &tasks, &pool_out);
+    let mut warnings = find_warnings(&engine_tasks, &tasks, &pool_out);
+    if warnings
+        .iter()
+        .any(|w| matches!(w, Warning::Deadlock { .. }))
+    {
+        confirm_deadlocks(&mut warnings, &engine_tasks);
+    }
     let dump = TaskDump::of(engine_tasks.into_iter().map(|(t, _)| t).collect());
     for (info, task) in tasks.iter_mut().zip(dump.tasks()) {
         info.frames = task.frames().iter().map(ToString::to_string).collect();
@@ -333,6 +340,33 @@ pub fn snapshot() -> Snapshot {
         warnings,
         dump,
     }
+}
+
+/// Keeps only the deadlocks whose tasks a second look finds unchanged: still suspended on the
+/// same wait, not polled or woken since the first look. (The first look read each task at a
+/// slightly different moment; a cycle that a second look confirms was standing all along.)
+fn confirm_deadlocks(warnings: &mut Vec<Warning>, first: &[(TaskSnapshot, Option<usize>)]) {
+    let (pools, others) = census();
+    let again: HashMap<u64, TaskSnapshot> = pools
+        .into_iter()
+        .flat_map(|p| p.tasks)
+        .chain(others)
+        .map(|t| (t.id(), t))
+        .collect();
+    let before: HashMap<u64, &TaskSnapshot> = first.iter().map(|(t, _)| (t.id(), t)).collect();
+    let unchanged = |id: &u64| match (before.get(id), again.get(id)) {
+        (Some(a), Some(b)) => {
+            b.state() == TaskState::Suspended
+                && a.waiting_on() == b.waiting_on()
+                && a.polls() == b.polls()
+                && a.wakes() == b.wakes()
+        }
+        _ => false,
+    };
+    warnings.retain(|w| match w {
+        Warning::Deadlock { tasks } => tasks.iter().all(unchanged),
+        _ => true,
+    });
 }
 
 impl fmt::Display for Snapshot {

@@ -3,9 +3,13 @@
 //!
 //! Rule: a warning is raised only on what the copies prove, never on a guess:
 //! - `Deadlock`: a cycle of tasks, each suspended (not running, not queued) and registered as
-//!   waiting on exactly one thing (a task's end, or a lock whose holders are known), each
-//!   waiting on the next. Nothing but the tasks of the cycle could end those waits, and each
-//!   of them waits in the cycle.
+//!   waiting on exactly one thing (a task's end, or a lock whose holders are all known), where
+//!   every task that could end each wait waits for good too (see `deadlocks`). The snapshot
+//!   then reads the cycle's tasks again and keeps it only if none of them was polled or woken
+//!   in between, so that a cycle made of reads at different moments is not reported. What it
+//!   cannot see: a task that also waits on something coro does not register (a foreign future
+//!   in the same `select!` as a lock), and a lock guard moved to another task (attributed to
+//!   the task that acquired it).
 //! - `LongPoll`: a task whose current poll started, while statistics were on, longer ago than
 //!   its pool's long-poll threshold (the stall threshold, else the handoff threshold).
 //! - `Starving`: a task queued, while statistics were on, for more than [`STARVING_AFTER`].
@@ -164,10 +168,17 @@ pub(super) fn find_warnings(
     warnings
 }
 
-/// Every cycle of the wait-for graph of suspended tasks, each once, starting at its smallest
-/// id.
+/// Every deadlock among `tasks`: the cycles (strongly connected components) of the tasks that
+/// provably wait for good, each named from its smallest id in wait order.
+///
+/// A task waits on the tasks that can end its wait: the task it joins, or every holder of the
+/// lock it waits for (all known, none of them itself). It waits for good if every one of
+/// those waits for good too: the greatest such set is found by starting from every task with
+/// a proven wait and dropping, until none is left to drop, each one waiting on a task outside
+/// the set (one that is running, queued, or waits on something else). A lock with another
+/// holder that still runs (a semaphore's permits) is not a deadlock, as that holder may
+/// release it.
 fn deadlocks(tasks: &[TaskInfo]) -> Vec<Warning> {
-    // Edges only from suspended tasks with one registered wait; only to live tasks.
     let live: HashMap<u64, &TaskInfo> = tasks.iter().map(|t| (t.id, t)).collect();
     let waits_on = |task: &TaskInfo| -> Vec<u64> {
         if task.state != TaskState::Suspended {
@@ -178,14 +189,31 @@ fn deadlocks(tasks: &[TaskInfo]) -> Vec<Warning> {
             Some(WaitTarget::Lock { holders, .. }) => holders.clone(),
             _ => Vec::new(),
         };
-        to.retain(|id| *id != task.id && live.contains_key(id));
+        to.retain(|id| *id != task.id);
+        if to.iter().any(|id| !live.contains_key(id)) {
+            // Waits on something that is gone or not a task coro lists: not provable.
+            return Vec::new();
+        }
         to
     };
-    let edges: HashMap<u64, Vec<u64>> = tasks
+    let mut edges: HashMap<u64, Vec<u64>> = tasks
         .iter()
         .map(|t| (t.id, waits_on(t)))
         .filter(|(_, to)| !to.is_empty())
         .collect();
+    loop {
+        let outside: Vec<u64> = edges
+            .iter()
+            .filter(|(_, to)| to.iter().any(|t| !edges.contains_key(t)))
+            .map(|(&id, _)| id)
+            .collect();
+        if outside.is_empty() {
+            break;
+        }
+        for id in outside {
+            edges.remove(&id);
+        }
+    }
     // Strongly connected components (iterative Tarjan); each one with an edge is a deadlock:
     // every task of it waits on tasks of it only through proven edges.
     let mut index = HashMap::new();
