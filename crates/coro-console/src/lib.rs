@@ -89,18 +89,31 @@ pub fn spawn(addr: impl ToSocketAddrs) -> io::Result<ConsoleHandle> {
         .worker_threads(2)
         .build()
         .map_err(io::Error::other)?;
-    let listener = coro::block_wait(
-        coro::Task::new(async move { TcpListener::bind(&addrs[..]).await })
-            .named("coro-console bind")
-            .schedule_on(&pool),
-    )?;
+    // Bound here, so that a bad or busy address is the caller's error at once (without
+    // blocking: `spawn` may be called from inside a task); registered with the console pool's
+    // IO driver by the server task.
+    let listener = std::net::TcpListener::bind(&addrs[..])?;
+    listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     let (stop, stopped) = coro::channel::bounded::<()>(1);
-    let server =
-        coro_hyper::serve(listener, routes::service()).with_graceful_shutdown(async move {
-            // Ends on a message or when the handle (the sender) is dropped.
-            let _ = stopped.recv().await;
-        });
+    let server = async move {
+        let listener = match TcpListener::try_from(listener) {
+            Ok(listener) => listener,
+            Err(err) => {
+                eprintln!("coro-console: cannot serve on {addr}: {err}");
+                return;
+            }
+        };
+        let served = coro_hyper::serve(listener, routes::service())
+            .with_graceful_shutdown(async move {
+                // Ends on a message or when the handle (the sender) is dropped.
+                let _ = stopped.recv().await;
+            })
+            .await;
+        if let Err(err) = served {
+            eprintln!("coro-console: stopped serving on {addr}: {err}");
+        }
+    };
     // Detached: it ends when the handle signals it or its pool shuts down.
     drop(
         coro::Task::new(server)

@@ -432,3 +432,43 @@ fn a_semaphore_with_another_holder_still_free_to_release_is_not_a_deadlock() {
 fn held_wait(barrier: &std::sync::Arc<coro::sync::Barrier>) {
     coro::block_wait(barrier.wait());
 }
+
+#[test]
+fn sleeping_and_receiving_tasks_say_what_they_wait_on() {
+    let pool = pool("waits-pool", 1);
+    let sleeper = coro::Task::new(async {
+        coro::time::sleep(Duration::from_secs(30)).await.unwrap();
+    })
+    .named("sleeper")
+    .schedule_on(&pool)
+    .start();
+    let (tx, rx) = coro::channel::bounded::<()>(1);
+    let receiver = coro::Task::new(async move {
+        rx.recv().await.unwrap();
+    })
+    .named("receiver")
+    .schedule_on(&pool)
+    .start();
+    let (timer, channel) = wait_for(Duration::from_secs(5), |snap| {
+        let of = |name: &str| {
+            snap.tasks
+                .iter()
+                .find(|t| t.name == name && t.state == TaskState::Suspended)?
+                .waiting_on
+                .clone()
+        };
+        Some((of("sleeper")?, of("receiver")?))
+    });
+    match timer {
+        WaitTarget::Timer { deadline_in } => {
+            assert!(
+                deadline_in > Duration::from_secs(20) && deadline_in <= Duration::from_secs(30)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(channel, WaitTarget::Channel { .. }), "{channel:?}");
+    tx.try_send(()).unwrap();
+    coro::block_wait(receiver).unwrap();
+    sleeper.cancel();
+}

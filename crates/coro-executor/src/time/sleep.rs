@@ -54,6 +54,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
         driver: DriverRef::Unchosen,
         deadline,
         state: State::Idle,
+        traced: None,
     }
 }
 
@@ -95,6 +96,8 @@ pub struct Sleep {
     /// The caller's deadline, not rounded: also checked directly against `Instant::now()`.
     deadline: Instant,
     state: State,
+    /// While registered with a driver: the polling task's wait, for task snapshots.
+    traced: Option<crate::trace::WaitRegistration>,
 }
 
 /// The driver a `Sleep` registers with; held, so that it outlives the registration.
@@ -147,6 +150,7 @@ impl Sleep {
             driver: DriverRef::Static(driver),
             deadline,
             state: State::Idle,
+            traced: None,
         }
     }
 
@@ -208,6 +212,8 @@ impl Sleep {
     /// ```
     pub fn reset(&mut self, deadline: Instant) {
         self.deadline = deadline;
+        // Registered again, with the new deadline, by the next poll that waits.
+        self.traced = None;
         if let State::Registered(reg) = &self.state {
             let driver = self.driver.get();
             if driver.reset(reg, driver.tick_for(deadline)) {
@@ -266,6 +272,23 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
+        let polled = this.poll_deadline(cx);
+        match polled {
+            Poll::Ready(()) => this.traced = None,
+            Poll::Pending if this.traced.is_none() => {
+                this.traced = Some(crate::trace::wait_on(crate::trace::WaitOn::Timer(
+                    this.deadline,
+                )));
+            }
+            Poll::Pending => {}
+        }
+        polled
+    }
+}
+
+impl Sleep {
+    fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self;
         match &this.state {
             State::Done => Poll::Ready(()),
             State::Registered(reg) => {

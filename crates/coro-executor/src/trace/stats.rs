@@ -53,10 +53,13 @@ pub(crate) fn now() -> u64 {
 
 /// The [`Instant`] of a [`now`] value.
 pub(crate) fn instant_of(ns: u64) -> Instant {
-    let back = Duration::from_nanos(now().saturating_sub(ns));
-    Instant::now()
-        .checked_sub(back)
-        .unwrap_or_else(Instant::now)
+    let (here, now) = (Instant::now(), now());
+    if ns >= now {
+        here + Duration::from_nanos(ns - now)
+    } else {
+        here.checked_sub(Duration::from_nanos(now - ns))
+            .unwrap_or(here)
+    }
 }
 
 /// Nanoseconds since the epoch at `instant` (for deadlines), at least 1.

@@ -211,3 +211,36 @@ fn clear_one(slot: &AtomicU64) {
         })
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn every_target_survives_packing() {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for on in [
+            WaitOn::Task(7),
+            WaitOn::Lock {
+                id: 3,
+                kind: LockKind::SharedMutexFair,
+            },
+            WaitOn::Channel(1 << 40),
+            WaitOn::Io(5),
+            WaitOn::Promise(9),
+            WaitOn::Other,
+        ] {
+            assert_eq!(WaitOn::unpack(on.pack() | COUNT_ONE), Some(on));
+        }
+        let Some(WaitOn::Timer(back)) = WaitOn::unpack(WaitOn::Timer(deadline).pack()) else {
+            panic!("not a timer");
+        };
+        let off = if back > deadline {
+            back - deadline
+        } else {
+            deadline - back
+        };
+        assert!(off < Duration::from_millis(1), "{off:?}");
+    }
+}
