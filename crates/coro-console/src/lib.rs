@@ -18,7 +18,9 @@
 //! - `/metrics`: Prometheus text format 0.0.4: per pool and per worker counters and gauges,
 //!   warnings by kind.
 //!
-//! ![the console page](https://example.invalid/coro/docs/console.png)
+//! The page, over `examples/console.rs --plant` (a deadlock and a blocked worker planted on
+//! purpose), as `.ci/browser --screenshot` took it: `docs/console.png` in the repository, shown
+//! in this crate's `README.md`.
 //!
 //! The console keeps coro's per-poll statistics on while it runs
 //! ([`coro::executor::trace::collect_stats`]). One file per concern: `routes` (the service),

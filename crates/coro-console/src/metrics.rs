@@ -7,6 +7,11 @@
 use coro::trace::{Snapshot, TaskState};
 use std::fmt::Write;
 
+/// A per-pool gauge's value.
+type PoolGauge = fn(&coro::trace::PoolSnapshot) -> usize;
+/// A per-worker sample's value.
+type WorkerValue = fn(&coro::trace::WorkerSnapshot) -> f64;
+
 /// The metrics text of `snap`.
 pub(crate) fn render(snap: &Snapshot) -> String {
     let mut out = String::new();
@@ -60,7 +65,7 @@ pub(crate) fn render(snap: &Snapshot) -> String {
             }
         },
     );
-    let gauges: [(&str, &str, fn(&coro::trace::PoolSnapshot) -> usize); 4] = [
+    let gauges: [(&str, &str, PoolGauge); 4] = [
         (
             "coro_pool_global_queue_depth",
             "Tasks in the pool's global queue.",
@@ -89,7 +94,7 @@ pub(crate) fn render(snap: &Snapshot) -> String {
             }
         });
     }
-    let workers: [(&str, &str, &str, fn(&coro::trace::WorkerSnapshot) -> f64); 4] = [
+    let workers: [(&str, &str, &str, WorkerValue); 4] = [
         (
             "coro_worker_polls_total",
             "counter",

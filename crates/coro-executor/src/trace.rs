@@ -34,7 +34,9 @@ pub use publish::{
 pub use snapshot::{TaskSnapshot, snapshot_tasks};
 pub(crate) use snapshot::{snapshot_list, snapshot_of};
 pub(crate) use stats::{PollStart, TaskStats, set_worker_index};
-pub use stats::{REQUEST_KEEPS_ON, StatsGuard, collect_stats, request_stats, stats_enabled};
+pub use stats::{
+    REQUEST_KEEPS_ON, StatsGuard, collect_stats, request_stats, stats_clock_slack, stats_enabled,
+};
 pub use wait::{LockKind, WaitOn, WaitRegistration, wait_on};
 
 // What the files share, for their `use super::*`.

@@ -13,6 +13,14 @@
 //! the statistics were last switched on is stale (written in an earlier period, or never) and
 //! reads as unknown, so that a task that changed state while nobody counted is never reported
 //! as stuck since then.
+//!
+//! Polls and schedules read the time from [`TICK`], a clock that a thread of its own (started
+//! while the statistics are on, gone when they go off) advances every millisecond: one relaxed
+//! load, where reading the OS clock costs about 75 ns on a virtual machine, more than a whole
+//! poll of a small task. Busy and queued times are therefore sums of the ticks each poll or
+//! wait spans: over many polls an unbiased estimate of the real time (as a sampling profiler's),
+//! while one short poll counts 0 or 1 ms. The same ticker switches the statistics off once
+//! nobody holds them and the last request has expired.
 
 use std::cell::Cell;
 use std::sync::OnceLock;
@@ -42,6 +50,70 @@ pub(crate) fn set_worker_index(index: usize) {
 
 /// How long a [`request_stats`] (a snapshot) keeps the statistics on.
 pub const REQUEST_KEEPS_ON: Duration = Duration::from_secs(10);
+
+/// [`now`] as of the ticker's last tick (see the module doc); 0 before the first.
+static TICK: AtomicU64 = AtomicU64::new(0);
+/// How late the ticker's ticks have recently been: the longest gap between two ticks, decaying
+/// by a thousandth each tick. A time read from [`TICK`] may be this much older than the moment
+/// it stands for.
+static SLACK: AtomicU64 = AtomicU64::new(0);
+/// Whether the ticker thread runs.
+static TICKING: AtomicBool = AtomicBool::new(false);
+/// The ticker's period.
+const TICK_EVERY: Duration = Duration::from_millis(1);
+
+/// [`now`] to the last millisecond: what polls and schedules read.
+#[inline]
+fn tick() -> u64 {
+    TICK.load(Relaxed)
+}
+
+/// Starts the ticker thread unless it runs. It ticks while the statistics are on, switches them
+/// off when nobody asks for them any more, and then ends.
+fn start_ticker() {
+    if TICKING.swap(true, SeqCst) {
+        return;
+    }
+    TICK.store(now(), Relaxed);
+    let started = std::thread::Builder::new()
+        .name("coro-stats-clock".into())
+        .spawn(|| {
+            loop {
+                let now = now();
+                let gap = now.saturating_sub(TICK.swap(now, Relaxed));
+                let slack = SLACK.load(Relaxed);
+                SLACK.store(gap.max(slack - slack / 1024), Relaxed);
+                if HOLDERS.load(SeqCst) == 0 && now > REQUESTED_UNTIL.load(SeqCst) {
+                    ENABLED.store(false, SeqCst);
+                    TICKING.store(false, SeqCst);
+                    // Switched on again meanwhile by someone who saw the ticker running: keep
+                    // ticking for them.
+                    if ENABLED.load(SeqCst) && !TICKING.swap(true, SeqCst) {
+                        continue;
+                    }
+                    return;
+                }
+                std::thread::sleep(TICK_EVERY);
+            }
+        });
+    if started.is_err() {
+        // No thread for the clock: the statistics stay off (nothing would advance it).
+        TICKING.store(false, SeqCst);
+        ENABLED.store(false, SeqCst);
+    }
+}
+
+/// How much older than the moment it stands for a time the statistics recorded may be (the
+/// ticker's recent lateness, at least its period): verdicts about how long a task has been in
+/// its state subtract it, so that a late tick never makes a task look stuck.
+///
+/// ```
+/// let _stats = coro_executor::trace::collect_stats();
+/// assert!(coro_executor::trace::stats_clock_slack() >= std::time::Duration::from_millis(1));
+/// ```
+pub fn stats_clock_slack() -> Duration {
+    Duration::from_nanos(SLACK.load(Relaxed)).max(TICK_EVERY)
+}
 
 /// Nanoseconds since the process-wide epoch (the first call); never 0 (0 means unknown).
 #[inline]
@@ -100,11 +172,13 @@ pub fn request_stats() {
 }
 
 fn switch_on(now: u64) {
-    if !ENABLED.load(Relaxed) {
-        // ON_SINCE first: a transition that sees ENABLED reads a later `now` (see module doc).
+    if !ENABLED.load(SeqCst) {
+        // ON_SINCE first: a transition that sees ENABLED reads a later time (see module doc).
         ON_SINCE.store(now, SeqCst);
+        TICK.store(now, SeqCst);
         ENABLED.store(true, SeqCst);
     }
+    start_ticker();
 }
 
 /// Keeps per-poll statistics on while it lives (an attached console); from [`collect_stats`].
@@ -112,7 +186,7 @@ fn switch_on(now: u64) {
 #[must_use = "statistics stay on only while the guard lives"]
 pub struct StatsGuard(());
 
-/// Keeps per-poll statistics on until the guard is dropped (and [`REQUEST_KEEPS_ON`] after).
+/// Keeps per-poll statistics on until the guard is dropped.
 ///
 /// ```
 /// let guard = coro_executor::trace::collect_stats();
@@ -121,23 +195,15 @@ pub struct StatsGuard(());
 /// ```
 pub fn collect_stats() -> StatsGuard {
     HOLDERS.fetch_add(1, SeqCst);
-    request_stats();
+    switch_on(now());
     StatsGuard(())
 }
 
 impl Drop for StatsGuard {
+    /// The statistics stay on while a recent [`request_stats`] asks for them, and go off at
+    /// the ticker's next tick otherwise.
     fn drop(&mut self) {
         HOLDERS.fetch_sub(1, SeqCst);
-        request_stats();
-    }
-}
-
-/// Switches the statistics off once nobody holds them and the last request expired; called
-/// while they are on, with a [`now`] the caller has read anyway.
-#[cold]
-fn expire(now: u64) {
-    if HOLDERS.load(Relaxed) == 0 && now > REQUESTED_UNTIL.load(Relaxed) {
-        ENABLED.store(false, Relaxed);
     }
 }
 
@@ -181,7 +247,7 @@ impl TaskStats {
         if stats_enabled() {
             // Queued from its creation on (some executors get a new task's first schedule
             // directly, not through its schedule function).
-            let now = now();
+            let now = tick();
             stats.created.store(now, Relaxed);
             stats.since.store(now, Relaxed);
         }
@@ -201,7 +267,7 @@ impl TaskStats {
         if woken {
             self.wakes.store(self.wakes.load(Relaxed) + 1, Relaxed);
         }
-        self.since.store(now(), Relaxed);
+        self.since.store(tick(), Relaxed);
     }
 
     /// A poll starts; what it returns goes to [`poll_ended`](Self::poll_ended).
@@ -216,7 +282,7 @@ impl TaskStats {
 
     #[inline(never)]
     fn count_start(&self) -> PollStart {
-        let now = now();
+        let now = tick();
         let since = self.since.load(Relaxed);
         if since >= ON_SINCE.load(Relaxed) && since <= now {
             self.queued
@@ -237,12 +303,11 @@ impl TaskStats {
 
     #[inline(never)]
     fn count_end(&self, start: u64) {
-        let now = now();
+        let now = tick();
         self.busy
             .store(self.busy.load(Relaxed) + now.saturating_sub(start), Relaxed);
         self.polls.store(self.polls.load(Relaxed) + 1, Relaxed);
         self.since.store(now, Relaxed);
-        expire(now);
     }
 
     /// A copy for a snapshot taken at `now`.
