@@ -54,7 +54,6 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
         driver: DriverRef::Unchosen,
         deadline,
         state: State::Idle,
-        traced: None,
     }
 }
 
@@ -96,8 +95,6 @@ pub struct Sleep {
     /// The caller's deadline, not rounded: also checked directly against `Instant::now()`.
     deadline: Instant,
     state: State,
-    /// While registered with a driver: the polling task's wait, for task snapshots.
-    traced: Option<crate::trace::WaitRegistration>,
 }
 
 /// The driver a `Sleep` registers with; held, so that it outlives the registration.
@@ -150,7 +147,6 @@ impl Sleep {
             driver: DriverRef::Static(driver),
             deadline,
             state: State::Idle,
-            traced: None,
         }
     }
 
@@ -211,9 +207,9 @@ impl Sleep {
     /// assert!(Instant::now() >= sooner);
     /// ```
     pub fn reset(&mut self, deadline: Instant) {
-        self.deadline = deadline;
         // Registered again, with the new deadline, by the next poll that waits.
-        self.traced = None;
+        self.end_traced();
+        self.deadline = deadline;
         if let State::Registered(reg) = &self.state {
             let driver = self.driver.get();
             if driver.reset(reg, driver.tick_for(deadline)) {
@@ -272,21 +268,37 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
+        // The task's wait is registered once, at its first `Pending`, and undone when it ends:
+        // here when ready, else by `end_traced` (reset, drop). A registration replaced while
+        // waiting (its pool shut down) hands the mark on.
+        let was_traced = matches!(&this.state, State::Registered(reg) if reg.traced);
         let polled = this.poll_deadline(cx);
-        match polled {
-            Poll::Ready(()) => this.traced = None,
-            Poll::Pending if this.traced.is_none() => {
-                this.traced = Some(crate::trace::wait_on(crate::trace::WaitOn::Timer(
-                    this.deadline,
-                )));
+        match (&mut this.state, polled) {
+            (_, Poll::Ready(())) if was_traced => {
+                crate::trace::end_wait(crate::trace::WaitOn::Timer(this.deadline));
             }
-            Poll::Pending => {}
+            (State::Registered(reg), Poll::Pending) if !reg.traced => {
+                reg.traced = true;
+                if !was_traced {
+                    crate::trace::begin_wait(crate::trace::WaitOn::Timer(this.deadline));
+                }
+            }
+            _ => {}
         }
         polled
     }
 }
 
 impl Sleep {
+    /// Undoes the registration of this wait, if any.
+    fn end_traced(&mut self) {
+        if let State::Registered(reg) = &mut self.state
+            && std::mem::take(&mut reg.traced)
+        {
+            crate::trace::end_wait(crate::trace::WaitOn::Timer(self.deadline));
+        }
+    }
+
     fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let this = self;
         match &this.state {
@@ -318,6 +330,7 @@ impl Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
+        self.end_traced();
         if let State::Registered(reg) = &self.state {
             self.driver.get().deregister(reg);
         }

@@ -73,6 +73,8 @@ pub enum WaitOn {
 }
 
 const KIND_BITS: u32 = 4;
+/// The kind of [`WaitOn::Timer`] in a packed slot.
+const TIMER: u64 = 6;
 const COUNT_BITS: u32 = 6;
 const ARG_SHIFT: u32 = KIND_BITS + COUNT_BITS;
 const KIND_MASK: u64 = (1 << KIND_BITS) - 1;
@@ -95,7 +97,7 @@ impl WaitOn {
                 id,
             ),
             WaitOn::Channel(id) => (5, id),
-            WaitOn::Timer(deadline) => (6, super::stats::ns_of(deadline) / 1000),
+            WaitOn::Timer(deadline) => (TIMER, super::stats::ns_of(deadline) / 1000),
             WaitOn::Io(fd) => (7, fd as u32 as u64),
             WaitOn::Promise(id) => (8, id),
             WaitOn::Other => (9, 0),
@@ -124,7 +126,7 @@ impl WaitOn {
                 kind: LockKind::Semaphore,
             },
             5 => WaitOn::Channel(arg),
-            6 => WaitOn::Timer(super::stats::instant_of(arg.saturating_mul(1000))),
+            TIMER => WaitOn::Timer(super::stats::instant_of(arg.saturating_mul(1000))),
             7 => WaitOn::Io(arg as u32 as i32),
             8 => WaitOn::Promise(arg),
             _ => WaitOn::Other,
@@ -185,6 +187,53 @@ pub fn wait_on(on: WaitOn) -> WaitRegistration {
         })
     });
     WaitRegistration { task: header.id() }
+}
+
+/// Registers that the task running on this thread waits on `on`, without a guard: for a
+/// waiting future with no room for one (a `Sleep`), which calls [`end_wait`] with the same
+/// target when it stops waiting. Outside a task it does nothing.
+///
+/// ```
+/// use coro_executor::trace::{WaitOn, begin_wait, current_task_id, end_wait, snapshot_tasks};
+///
+/// let pool = coro_executor::ThreadPool::new(1).unwrap();
+/// let (during, after) = futures::executor::block_on(pool.spawn(async {
+///     let me = current_task_id().unwrap();
+///     let waiting = || snapshot_tasks().into_iter().find(|t| t.id() == me).unwrap().waiting_on();
+///     begin_wait(WaitOn::Io(4));
+///     let during = waiting();
+///     end_wait(WaitOn::Io(4));
+///     (during, waiting())
+/// }))
+/// .unwrap();
+/// assert_eq!((during, after), (Some(WaitOn::Io(4)), None));
+/// ```
+pub fn begin_wait(on: WaitOn) {
+    std::mem::forget(wait_on(on));
+}
+
+/// Undoes a [`begin_wait`] of `on` by the task running on this thread. A task whose slot holds
+/// another target is left alone (the waiting future moved to another task, say).
+///
+/// ```
+/// coro_executor::trace::end_wait(coro_executor::trace::WaitOn::Other); // outside a task: nothing
+/// ```
+pub fn end_wait(on: WaitOn) {
+    if let Some(header) = current::header() {
+        let target = on.pack();
+        let slot = &header.stats.waiting;
+        let word = slot.load(Relaxed);
+        // Ours alone, or one of several (then the slot reads Other and only counts down).
+        let count = word & COUNT_MASK;
+        // A deadline is packed from the clock each time, so two packings of one may differ in
+        // their last microsecond: a timer matches by kind.
+        let kind = word & KIND_MASK;
+        let same = kind == target & KIND_MASK
+            && (kind == TIMER || word >> ARG_SHIFT == target >> ARG_SHIFT);
+        if (count == COUNT_ONE && same) || count > COUNT_ONE {
+            clear_one(slot);
+        }
+    }
 }
 
 impl Drop for WaitRegistration {

@@ -15,7 +15,7 @@ use serde::{Serialize, Serializer};
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-/// Every live task and pool at one moment, with the warnings found in them; from [`snapshot`].
+/// Every live task and pool at one moment, with the warnings found in them; from [`snapshot`](super::snapshot()).
 /// Serialises (serde) to the console's JSON; displays as [`dump_all`](super::dump_all)'s tree
 /// followed by the warnings.
 ///
