@@ -53,9 +53,9 @@ pub const REQUEST_KEEPS_ON: Duration = Duration::from_secs(10);
 
 /// [`now`] as of the ticker's last tick (see the module doc); 0 before the first.
 static TICK: AtomicU64 = AtomicU64::new(0);
-/// How late the ticker's ticks have recently been: the longest gap between two ticks, decaying
-/// by a thousandth each tick. A time read from [`TICK`] may be this much older than the moment
-/// it stands for.
+/// How late the ticker's ticks have been: the longest gap between two ticks, decaying by one
+/// part in 65,536 each tick (to 86% after ten seconds). A time read from [`TICK`] may be this
+/// much older than the moment it stands for.
 static SLACK: AtomicU64 = AtomicU64::new(0);
 /// Whether the ticker thread runs.
 static TICKING: AtomicBool = AtomicBool::new(false);
@@ -82,7 +82,7 @@ fn start_ticker() {
                 let now = now();
                 let gap = now.saturating_sub(TICK.swap(now, Relaxed));
                 let slack = SLACK.load(Relaxed);
-                SLACK.store(gap.max(slack - slack / 1024), Relaxed);
+                SLACK.store(gap.max(slack - slack / 65_536), Relaxed);
                 if HOLDERS.load(SeqCst) == 0 && now > REQUESTED_UNTIL.load(SeqCst) {
                     ENABLED.store(false, SeqCst);
                     TICKING.store(false, SeqCst);
@@ -112,7 +112,9 @@ fn start_ticker() {
 /// assert!(coro_executor::trace::stats_clock_slack() >= std::time::Duration::from_millis(1));
 /// ```
 pub fn stats_clock_slack() -> Duration {
-    Duration::from_nanos(SLACK.load(Relaxed)).max(TICK_EVERY)
+    // A ticker that has not run for a while (starved of CPU) is late by at least that long now.
+    let late_now = now().saturating_sub(TICK.load(Relaxed));
+    Duration::from_nanos(SLACK.load(Relaxed).max(late_now)).max(TICK_EVERY)
 }
 
 /// Nanoseconds since the process-wide epoch (the first call); never 0 (0 means unknown).
