@@ -19,7 +19,8 @@ themselves: `postgres_point_select/`, `redis_get/`). A dash marks a function the
 Usage: python3 benches/ratios.py [--bench NAME] [CRITERION_DIR]
 CRITERION_DIR defaults to $CARGO_TARGET_DIR/criterion, else target/criterion at the workspace
 root (the parent of this script's directory). NAME defaults to rt_multi_threaded. Python 3
-standard library only.
+standard library only. This prints whatever estimates are on disk, possibly of different
+invocations; it says on stderr when the oldest and newest of them were written.
 
 Usage: python3 benches/ratios.py [--bench NAME] [--features FEATURES] --runs N [CRITERION_ARGS...]
 runs the bench N times, each in a fresh process (`cargo bench -p coro-benches --bench
@@ -29,6 +30,12 @@ On a small machine one process can sit in a slow or a fast mode for its whole li
 layout, thread placement), so one run can mislead; N runs show the modes. After the table it
 lists each run's ratios. `--features mimalloc` runs every runtime on mimalloc instead of the
 system allocator.
+
+Only estimates a run wrote count for that run: a shape whose functions the run rewrote only in
+part (a bench that failed or was cut short, a filter matching part of a shape, a function the
+bench no longer has), a shape measured in some runs and not in others, a run that wrote nothing,
+and an estimates file that does not parse are errors, never a table that mixes in an older run
+or quietly leaves a run out. Shapes no run measured (a filter) are listed as not run.
 """
 
 import json
@@ -36,6 +43,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +58,7 @@ SHAPES = [
 CORO = "coro"
 CORO_TASKS = "coro_tasks"
 OTHERS = ["tokio", "async_executor"]
-# The issue's target for coro / best (a bench may set its own).
+# The target for coro / best (a bench may set its own).
 TARGET = 0.8
 
 
@@ -66,7 +74,7 @@ class Bench:
     columns: list = None
     # (numerator, denominator) function ids of an extra ratio column, or None.
     layer: tuple = None
-    # The issue's target for coro / best on this bench.
+    # The target for coro / best on this bench.
     target: float = TARGET
 
 
@@ -111,14 +119,26 @@ def criterion_dir(arg=None) -> Path:
     return Path(arg) if arg else workspace_criterion_dir()
 
 
+class BenchError(Exception):
+    """A bench's output that cannot make a table: the message says what and how to fix it."""
+
+
+def estimates_path(root: Path, group: str, function: str) -> Path:
+    return root / group / function / "new" / "estimates.json"
+
+
 def median_ns(root: Path, group: str, function: str):
     """The median point estimate in nanoseconds, or None if the bench has not run."""
-    path = root / group / function / "new" / "estimates.json"
+    path = estimates_path(root, group, function)
     try:
         with open(path, encoding="utf-8") as f:
             return float(json.load(f)["median"]["point_estimate"])
     except FileNotFoundError:
         return None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise BenchError(f"{path}: not a criterion estimates file ({e!r}); rerun the bench, "
+                         f"or delete {path.parent.parent} if the bench no longer has "
+                         f"{function!r}") from e
 
 
 def functions_on_disk(root: Path, group: str) -> list:
@@ -127,6 +147,54 @@ def functions_on_disk(root: Path, group: str) -> list:
     if not path.is_dir():
         return []
     return sorted(d.name for d in path.iterdir() if (d / "new" / "estimates.json").is_file())
+
+
+def estimate_stamps(root: Path, groups) -> dict:
+    """{(group, function): modification time in ns} of every estimates file in `groups`."""
+    stamps = {}
+    for group in groups:
+        for function in functions_on_disk(root, group):
+            try:
+                stamps[(group, function)] = estimates_path(root, group, function).stat().st_mtime_ns
+            except FileNotFoundError:
+                pass  # removed since the listing: the same as never written
+    return stamps
+
+
+def written_by_run(before: dict, after: dict) -> set:
+    """The (group, function)s whose estimates a run wrote, from the stamps around it."""
+    return {key for key, stamp in after.items() if before.get(key) != stamp}
+
+
+def expected_functions(bench: Bench, group: str, stamps) -> list:
+    """The functions a run of `group` must write: the bench's columns, else those on disk."""
+    if bench.columns is not None:
+        return [name for name, _ in bench.columns]
+    return sorted({function for g, function in stamps if g == group})
+
+
+def run_shapes(bench: Bench, run: int, before: dict, after: dict) -> dict:
+    """{shape: [functions]} of the shapes run `run` measured, each in full (else BenchError)."""
+    written = written_by_run(before, after)
+    measured = {}
+    for shape in bench.shapes:
+        group = bench.group_prefix + shape
+        expected = expected_functions(bench, group, {**before, **after})
+        missing = [name for name in expected if (group, name) not in written]
+        if len(missing) == len(expected):
+            continue  # not measured by this run (a filter); checked across runs by the caller
+        if missing:
+            raise BenchError(
+                f"run {run + 1}: shape {shape!r}: no estimates written by this run for "
+                f"{', '.join(missing)} (the bench failed or stopped early, a filter matched "
+                f"part of the shape, or the bench no longer has them: then delete their "
+                f"directories under the criterion dir's {group}/); refusing to mix in an "
+                f"older run's")
+        measured[shape] = expected
+    if not measured:
+        raise BenchError(f"run {run + 1} wrote no estimates for any shape of {bench.shapes} "
+                         f"(did a criterion filter match nothing?)")
+    return measured
 
 
 def peer_rank(function: str):
@@ -183,22 +251,31 @@ def main_runs(bench_name: str, runs: int, criterion_args, features=None) -> int:
     bench = BENCHES[bench_name]
     root = workspace_criterion_dir()
     workspace = Path(__file__).resolve().parent.parent
+    groups = [bench.group_prefix + shape for shape in bench.shapes]
+    # times[(shape, function)][run]: only what that run wrote.
     times = {}
+    measured_in = {shape: [] for shape in bench.shapes}
     for run in range(runs):
         print(f"run {run + 1} of {runs}...", file=sys.stderr)
         cmd = ["cargo", "bench", "-q", "-p", "coro-benches", "--bench", bench_name]
         cmd += ["--features", features] if features else []
         cmd += ["--"]
-        subprocess.run(cmd + list(criterion_args), cwd=workspace, check=True,
-                       stdout=subprocess.DEVNULL)
-        for shape in bench.shapes:
+        before = estimate_stamps(root, groups)
+        done = subprocess.run(cmd + list(criterion_args), cwd=workspace,
+                              stdout=subprocess.DEVNULL)
+        if done.returncode != 0:
+            raise BenchError(f"run {run + 1}: {' '.join(cmd)} failed "
+                             f"(exit status {done.returncode}); see its output above")
+        after = estimate_stamps(root, groups)
+        for shape, functions in run_shapes(bench, run, before, after).items():
+            measured_in[shape].append(run)
             group = bench.group_prefix + shape
-            names = ([name for name, _ in bench.columns] if bench.columns is not None
-                     else functions_on_disk(root, group))
-            for name in names:
-                ns = median_ns(root, group, name)
-                if ns is not None:
-                    times.setdefault((shape, name), []).append(ns)
+            for name in functions:
+                times.setdefault((shape, name), {})[run] = median_ns(root, group, name)
+    for shape, measured in measured_in.items():
+        if measured and len(measured) != runs:
+            raise BenchError(f"shape {shape!r} was measured in runs "
+                             f"{', '.join(str(r + 1) for r in measured)} only, of {runs}")
     columns = table_columns(bench, {name for _, name in times})
     print(f"Medians over {runs} runs; ratios: median of the per-run ratios (range).")
     print()
@@ -206,22 +283,22 @@ def main_runs(bench_name: str, runs: int, criterion_args, features=None) -> int:
     per_run = []
     for shape in bench.shapes:
         group = bench.group_prefix + shape
-        series = {name: times.get((shape, name), []) for name, _ in columns}
+        if not measured_in[shape]:
+            print(f"| `{shape}` | " + " | ".join(["not run"] * (len(columns) + 1
+                                                            + bool(bench.layer))) + " |")
+            continue
+        series = {name: times.get((shape, name), {}) for name, _ in columns}
         # A derived column counts as a peer only in the shapes that have it.
-        peers = [name for name in series
-                 if is_peer(name) and (bench.columns is not None or series[name])]
+        peers = [name for name in series if is_peer(name) and series[name]]
         ratios, layers = [], []
         for run in range(runs):
-            try:
-                coro = series.get(CORO, [])[run]
-                best = min(series[name][run] for name in peers)
-                ratios.append(coro / best)
-                if bench.layer:
-                    top, bottom = bench.layer
-                    layers.append(series[top][run] / series[bottom][run])
-            except (IndexError, ValueError):
-                pass
-        cells = [human(statistics.median(v)) if v else time_cell(bench, root, group, name, None)
+            if CORO in series and series[CORO] and peers:
+                ratios.append(series[CORO][run] / min(series[name][run] for name in peers))
+            if bench.layer:
+                top, bottom = bench.layer
+                layers.append(series[top][run] / series[bottom][run])
+        cells = [human(statistics.median(v.values())) if v
+                 else time_cell(bench, root, group, name, None)
                  for name, v in series.items()]
         cells.append(ratio_cell(ratios))
         if bench.layer:
@@ -252,6 +329,11 @@ def main_table(bench_name: str, root: Path) -> int:
     if not columns:
         print(f"no {bench_name} results under {root}; run the bench first", file=sys.stderr)
         return 1
+    stamps = estimate_stamps(root, groups).values()
+    if stamps:
+        print("estimates written between "
+              + " and ".join(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t / 1e9))
+                             for t in (min(stamps), max(stamps))), file=sys.stderr)
     print_header(bench, columns)
     for shape, group in zip(bench.shapes, groups):
         values = {name: median_ns(root, group, name) for name, _ in columns}
@@ -299,4 +381,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BenchError as e:
+        print(f"ratios.py: {e}", file=sys.stderr)
+        sys.exit(1)

@@ -25,24 +25,7 @@ TOKIO_PORT=${TOKIO_PORT:-18081}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-WORK=$(mktemp -d)
-PIDS=()
-
-cleanup() {
-    for pid in "${PIDS[@]}"; do
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-if ! command -v wrk >/dev/null; then
-    echo "wrk is missing: installing it with apt-get" >&2
-    SUDO=""
-    if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
-    $SUDO apt-get update && $SUDO apt-get install -y wrk
-fi
+source "$HERE/wrk-common.sh"
 
 cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" -p coro-examples --example service
 cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml" -p coro-benches --example service_tokio
@@ -58,44 +41,12 @@ request = function()
 end
 LUA
 
-start_server() { # name port command...
-    local name=$1 port=$2
-    shift 2
-    "$@" >"$WORK/$name.log" 2>&1 &
-    PIDS+=($!)
-    for _ in $(seq 100); do
-        if curl -fs -o /dev/null "http://127.0.0.1:$port/user/1" 2>/dev/null; then return; fi
-        sleep 0.1
-    done
-    echo "$name did not start:" >&2
-    cat "$WORK/$name.log" >&2
-    exit 1
-}
-
-start_server coro "$CORO_PORT" "$BIN/service" --serve "127.0.0.1:$CORO_PORT"
-start_server tokio "$TOKIO_PORT" "$BIN/service_tokio" --serve "127.0.0.1:$TOKIO_PORT"
-
-# Latency as wrk prints it (850.00us, 1.20ms, 2.00s) in milliseconds.
-to_ms() {
-    awk -v v="$1" 'BEGIN {
-        if (v ~ /us$/) { sub(/us$/, "", v); printf "%.3f", v / 1000 }
-        else if (v ~ /ms$/) { sub(/ms$/, "", v); printf "%.3f", v }
-        else if (v ~ /s$/) { sub(/s$/, "", v); printf "%.3f", v * 1000 }
-        else { print "nan" }
-    }'
-}
+start_server coro "http://127.0.0.1:$CORO_PORT/user/1" "$BIN/service" --serve "127.0.0.1:$CORO_PORT"
+start_server tokio "http://127.0.0.1:$TOKIO_PORT/user/1" "$BIN/service_tokio" --serve "127.0.0.1:$TOKIO_PORT"
 
 run() { # name port connections duration -> "req/s p99_ms errors"
-    local out
-    out=$(wrk --latency -t2 -c"$3" -d"$4" -s "$WORK/ids.lua" "http://127.0.0.1:$2/" 2>&1)
-    local rps p99 errors
-    rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
-    p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
-    errors=$(awk '/Non-2xx|Socket errors/ { e = e $0 "; " } END { print (e == "" ? "-" : e) }' <<<"$out")
-    echo "$rps $p99 $errors"
+    wrk_run -c"$3" -d"$4" -s "$WORK/ids.lua" "http://127.0.0.1:$2/"
 }
-
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "warming up both servers (2s each)"
 run coro "$CORO_PORT" 64 2s >/dev/null

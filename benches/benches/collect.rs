@@ -2,16 +2,26 @@
 //! runtime with the same number of worker threads ([`WORKERS`]):
 //!
 //! - `collect_10k`: a task on the runtime gathers [`NUM_CHILDREN`] trivial children
-//!   (`async move { i }`): `coro::collect_all_range`, tokio's `JoinSet`, `join_all` over
-//!   `tokio::spawn` handles, and `join_all` over `async_executor::Executor::spawn` tasks.
+//!   (`async move { i }`). `coro::collect_all_range` polls its children inline, in the one
+//!   task, as `futures::future::join_all` does: the like-for-like peers are `join_all` of the
+//!   same children in one task on tokio (`tokio_join_all_inline`) and on async-executor
+//!   (`async_executor_join_all_inline`), and "coro / best" is taken over those. Beside them,
+//!   what tokio and async-executor users write to run children as tasks of their own (which
+//!   `collect_all_range` does not): tokio's `JoinSet`, `join_all` over `tokio::spawn` handles,
+//!   and `join_all` over `async_executor::Executor::spawn` tasks; 10,000 spawns cost far more
+//!   than 10,000 inline polls, so coro / these is no like-for-like figure.
 //! - `collect_3_ready`: [`READY_LOOPS`] `coro::collect_all!(a, b, c)` of three already-ready
 //!   children in a row inside one task, against the same loop of `futures::join!(a, b, c)` on
 //!   the same pool; `(collect - join) / 3` is the per-child cost of the barrier.
 //! - `dag`: a fan-out/fan-in DAG of about 1,000 nodes (root -> [`MIDS`] mid nodes ->
 //!   [`GROUPS_PER_MID`] leaf groups each -> [`LEAVES_PER_GROUP`] leaves each) where 10% of the
 //!   leaf slots point at a shared leaf used by several groups: coro with `collect_all_range` at
-//!   each level and `Task::shared` leaves, tokio with `tokio::spawn` + `join_all` at each level
-//!   and `futures::future::Shared` leaves.
+//!   each level (children polled inline, as in `collect_10k`) and `Task::shared` leaves (each
+//!   a task of its own: a `SharedTask` spawns its computation at its first poll, 30 spawns per
+//!   iteration); tokio with `join_all` at each level in one task (`tokio_inline`: no task but
+//!   the root's, the shared leaves polled by their first awaiter), and with `tokio::spawn` +
+//!   `join_all` at each level (`tokio`, a task per node); both with `futures::future::Shared`
+//!   leaves. Neither is exactly coro's shape: `tokio_inline` spawns less, `tokio` more.
 //!
 //! Every group has one function per runtime, side by side. Runtimes are built once per bench
 //! function, outside `b.iter`.
@@ -129,6 +139,36 @@ fn collect_10k_tokio_join_all(group: &mut Group<'_>) {
     });
 }
 
+/// The like-for-like peer of `coro`: the children polled inline by `join_all` in one task.
+fn collect_10k_tokio_join_all_inline(group: &mut Group<'_>) {
+    let rt = tokio_rt();
+    group.bench_function("tokio_join_all_inline", |b| {
+        b.iter(|| {
+            let all = rt
+                .block_on(
+                    rt.spawn(async { join_all((0..NUM_CHILDREN).map(|i| async move { i })).await }),
+                )
+                .expect("tokio task failed");
+            assert_eq!(all.iter().sum::<u64>(), SUM_10K);
+        })
+    });
+}
+
+/// The like-for-like peer of `coro` on async-executor: `join_all` inline in one task.
+fn collect_10k_async_executor_join_all_inline(group: &mut Group<'_>) {
+    let rt = AsyncExecutorRt::new(WORKERS);
+    let ex = rt.ex;
+    group.bench_function("async_executor_join_all_inline", |b| {
+        b.iter(|| {
+            let all =
+                futures::executor::block_on(ex.spawn(async move {
+                    join_all((0..NUM_CHILDREN).map(|i| async move { i })).await
+                }));
+            assert_eq!(all.iter().sum::<u64>(), SUM_10K);
+        })
+    });
+}
+
 fn collect_10k_async_executor(group: &mut Group<'_>) {
     let rt = AsyncExecutorRt::new(WORKERS);
     let ex = rt.ex;
@@ -145,6 +185,8 @@ fn collect_10k_async_executor(group: &mut Group<'_>) {
 fn collect_10k(c: &mut Criterion) {
     let mut group = c.benchmark_group("collect_10k");
     collect_10k_coro(&mut group);
+    collect_10k_tokio_join_all_inline(&mut group);
+    collect_10k_async_executor_join_all_inline(&mut group);
     collect_10k_tokio_joinset(&mut group);
     collect_10k_tokio_join_all(&mut group);
     collect_10k_async_executor(&mut group);
@@ -306,6 +348,30 @@ async fn coro_root(dag: Arc<Dag>) -> u64 {
         .sum()
 }
 
+async fn inline_group(dag: Arc<Dag>, group: usize) -> u64 {
+    let first = group * LEAVES_PER_GROUP;
+    join_all((first..first + LEAVES_PER_GROUP).map(|slot| dag.leaf(slot)))
+        .await
+        .into_iter()
+        .sum()
+}
+
+async fn inline_mid(dag: Arc<Dag>, mid: usize) -> u64 {
+    let first = mid * GROUPS_PER_MID;
+    join_all((first..first + GROUPS_PER_MID).map(|g| inline_group(dag.clone(), g)))
+        .await
+        .into_iter()
+        .sum()
+}
+
+/// The DAG with `join_all` at each level in one task: children polled inline, as coro's are.
+async fn inline_root(dag: Arc<Dag>) -> u64 {
+    join_all((0..MIDS).map(|m| inline_mid(dag.clone(), m)))
+        .await
+        .into_iter()
+        .sum()
+}
+
 async fn tokio_join<T>(handles: Vec<tokio::task::JoinHandle<T>>) -> impl Iterator<Item = T> {
     join_all(handles)
         .await
@@ -349,6 +415,15 @@ fn dag(c: &mut Criterion) {
     });
     drop(pool);
     let rt = tokio_rt();
+    group.bench_function("tokio_inline", |b| {
+        b.iter(|| {
+            let dag = Dag::with_shared_futures();
+            let sum = rt
+                .block_on(rt.spawn(inline_root(dag)))
+                .expect("tokio task failed");
+            assert_eq!(sum, expected);
+        })
+    });
     group.bench_function("tokio", |b| {
         b.iter(|| {
             let dag = Dag::with_shared_futures();

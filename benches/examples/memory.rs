@@ -1,5 +1,5 @@
-//! Memory at scale (issue 24 §5): what an idle task costs, how long cancelling a million takes,
-//! and the peak RSS of ten million spawns, for coro and tokio side by side.
+//! Memory at scale: what an idle task costs, how long cancelling a million takes, and the peak
+//! RSS of ten million spawns, for coro, tokio and smol (async-executor) side by side.
 //!
 //! ```sh
 //! cargo run --release -p coro-benches --example memory            # the whole table
@@ -18,8 +18,12 @@
 //! - for the `spawn` rows, 10,000,000 empty tasks spawned from one task in batches of 10,000
 //!   (each batch awaited), and the process's peak RSS (`VmHWM`).
 //!
-//! Both runtimes have 2 workers. coro's idle tasks wait on a `Baton` or a one-hour
-//! `coro::time::sleep`; tokio's on a `Notify` or a one-hour `tokio::time::sleep`.
+//! Every runtime has 2 workers. coro's idle tasks wait on a `Baton` or a one-hour
+//! `coro::time::sleep`, spawned with `coro::spawn` (the Task layer: a frame, a trace cell, the
+//! inherited context) or, in the `coro-baton-engine` row, with the engine's
+//! `coro::executor::spawn`; tokio's on a `Notify` or a one-hour `tokio::time::sleep`; smol's
+//! (an `async_executor::Executor` run by 2 threads) on an `event_listener::Event`, what smol's
+//! own primitives wait on.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
@@ -134,6 +138,35 @@ impl Drop for CountDrop {
     }
 }
 
+/// The common end of an idle row: once all `IDLE_TASKS` tasks have parked, the heap and RSS
+/// grown since `before` and `rss_before` (the handles' `Vec` excluded), then the time from
+/// `cancel(handles)` until every task's future has been dropped.
+fn idle_row<H>(
+    shape: &'static str,
+    (before, rss_before): (isize, usize),
+    parked: &std::sync::atomic::AtomicUsize,
+    dropped: &std::sync::atomic::AtomicUsize,
+    handles: Vec<H>,
+    cancel: impl FnOnce(Vec<H>),
+) -> Row {
+    wait_until("parking the tasks", || parked.load(Relaxed) == IDLE_TASKS);
+    std::thread::sleep(Duration::from_millis(200));
+    let bytes = (LIVE_BYTES.load(Relaxed) - before) as f64 - (handles.capacity() * 8) as f64;
+    let rss = status_bytes("VmRSS").saturating_sub(rss_before) as f64;
+    let start = Instant::now();
+    cancel(handles);
+    wait_until("cancelling the tasks", || {
+        dropped.load(Relaxed) == IDLE_TASKS
+    });
+    Row {
+        shape,
+        bytes_per_task: bytes / IDLE_TASKS as f64,
+        rss_per_task: rss / IDLE_TASKS as f64,
+        cancel: start.elapsed(),
+        peak_rss: status_bytes("VmHWM"),
+    }
+}
+
 fn coro_idle(shape: &'static str) -> Row {
     use coro::cancel::{CancellationSource, cancellable};
     use std::sync::atomic::AtomicUsize;
@@ -152,7 +185,7 @@ fn coro_idle(shape: &'static str) -> Row {
                 for _ in 0..IDLE_TASKS {
                     let (baton, parked) = (baton.clone(), parked.clone());
                     let guard = CountDrop(dropped.clone());
-                    handles.push(coro::spawn(async move {
+                    let idle = async move {
                         let _guard = guard;
                         parked.fetch_add(1, Relaxed);
                         match shape {
@@ -164,7 +197,12 @@ fn coro_idle(shape: &'static str) -> Row {
                             }
                             _ => baton.wait().await,
                         }
-                    }));
+                    };
+                    handles.push(if shape == "coro-baton-engine" {
+                        coro::executor::spawn(idle)
+                    } else {
+                        coro::spawn(idle)
+                    });
                 }
                 handles
             }
@@ -172,31 +210,24 @@ fn coro_idle(shape: &'static str) -> Row {
         .with_cancellation(source.token())
         .schedule_on(&pool),
     );
-    wait_until("parking the tasks", || parked.load(Relaxed) == IDLE_TASKS);
-    std::thread::sleep(Duration::from_millis(200));
-    let bytes = (LIVE_BYTES.load(Relaxed) - before) as f64 - (handles.capacity() * 8) as f64;
-    let rss = status_bytes("VmRSS").saturating_sub(rss_before) as f64;
-    let start = Instant::now();
-    if shape == "coro-baton-token" {
-        // The coro way: one token for the request's work.
-        source.request_cancellation();
-        drop(handles);
-    } else {
-        for handle in handles {
-            handle.cancel();
-        }
-    }
-    wait_until("cancelling the tasks", || {
-        dropped.load(Relaxed) == IDLE_TASKS
-    });
-    let cancel = start.elapsed();
-    Row {
+    idle_row(
         shape,
-        bytes_per_task: bytes / IDLE_TASKS as f64,
-        rss_per_task: rss / IDLE_TASKS as f64,
-        cancel,
-        peak_rss: status_bytes("VmHWM"),
-    }
+        (before, rss_before),
+        &parked,
+        &dropped,
+        handles,
+        |handles| {
+            if shape == "coro-baton-token" {
+                // The coro way: one token for the request's work.
+                source.request_cancellation();
+                drop(handles);
+            } else {
+                for handle in handles {
+                    handle.cancel();
+                }
+            }
+        },
+    )
 }
 
 fn tokio_idle(shape: &'static str) -> Row {
@@ -232,25 +263,55 @@ fn tokio_idle(shape: &'static str) -> Row {
             handles
         }
     });
-    wait_until("parking the tasks", || parked.load(Relaxed) == IDLE_TASKS);
-    std::thread::sleep(Duration::from_millis(200));
-    let bytes = (LIVE_BYTES.load(Relaxed) - before) as f64 - (handles.capacity() * 8) as f64;
-    let rss = status_bytes("VmRSS").saturating_sub(rss_before) as f64;
-    let start = Instant::now();
-    for handle in handles {
-        handle.abort();
-    }
-    wait_until("cancelling the tasks", || {
-        dropped.load(Relaxed) == IDLE_TASKS
-    });
-    let cancel = start.elapsed();
-    Row {
+    idle_row(
         shape,
-        bytes_per_task: bytes / IDLE_TASKS as f64,
-        rss_per_task: rss / IDLE_TASKS as f64,
-        cancel,
-        peak_rss: status_bytes("VmHWM"),
-    }
+        (before, rss_before),
+        &parked,
+        &dropped,
+        handles,
+        |handles| {
+            for handle in handles {
+                handle.abort();
+            }
+        },
+    )
+}
+
+fn smol_idle(shape: &'static str) -> Row {
+    use std::sync::atomic::AtomicUsize;
+    let rt = coro_benches::AsyncExecutorRt::new(WORKERS);
+    let event = Arc::new(event_listener::Event::new());
+    let parked = Arc::new(AtomicUsize::new(0));
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let before = LIVE_BYTES.load(Relaxed);
+    let rss_before = status_bytes("VmRSS");
+    let ex = rt.ex;
+    let handles = futures::executor::block_on(ex.spawn({
+        let (event, parked, dropped) = (event.clone(), parked.clone(), dropped.clone());
+        async move {
+            let mut handles = Vec::with_capacity(IDLE_TASKS);
+            for _ in 0..IDLE_TASKS {
+                let (event, parked) = (event.clone(), parked.clone());
+                let guard = CountDrop(dropped.clone());
+                handles.push(ex.spawn(async move {
+                    let _guard = guard;
+                    let listener = event.listen();
+                    parked.fetch_add(1, Relaxed);
+                    listener.await;
+                }));
+            }
+            handles
+        }
+    }));
+    idle_row(
+        shape,
+        (before, rss_before),
+        &parked,
+        &dropped,
+        handles,
+        // Dropping an async-executor task cancels it.
+        drop,
+    )
 }
 
 fn coro_spawns() -> Row {
@@ -297,10 +358,12 @@ fn spawn_row(shape: &'static str) -> Row {
     }
 }
 
-const SHAPES: [&str; 7] = [
+const SHAPES: [&str; 9] = [
     "coro-baton",
+    "coro-baton-engine",
     "coro-baton-token",
     "tokio-notify",
+    "smol-event",
     "coro-timer",
     "tokio-timer",
     "coro-spawn",
@@ -310,10 +373,12 @@ const SHAPES: [&str; 7] = [
 fn run_child(shape: &str) {
     let row = match shape {
         "coro-baton" => coro_idle("coro-baton"),
+        "coro-baton-engine" => coro_idle("coro-baton-engine"),
         "coro-baton-token" => coro_idle("coro-baton-token"),
         "coro-timer" => coro_idle("coro-timer"),
         "tokio-notify" => tokio_idle("tokio-notify"),
         "tokio-timer" => tokio_idle("tokio-timer"),
+        "smol-event" => smol_idle("smol-event"),
         "coro-spawn" => coro_spawns(),
         "tokio-spawn" => tokio_spawns(),
         other => panic!("unknown shape {other:?}: one of {SHAPES:?}"),

@@ -11,9 +11,9 @@
 //! - loom (`--cfg loom`) explores interleavings exhaustively up to a preemption bound and models
 //!   the weak orderings (Relaxed/Acquire/Release), but only approximates sequential consistency:
 //!   it runs `SeqCst` loads, stores and read-modify-writes as `AcqRel` (a documented limitation)
-//!   and a `fence(SeqCst)` as a join of every such fence's view, not the C++ rules in full
-//!   (issue 24 §3). The idle/notify protocol and the task list's unlisting are Dekker pairs that
-//!   rest on exactly those;
+//!   and a `fence(SeqCst)` as a join of every such fence's view, not the C++ rules in full.
+//!   The idle/notify protocol and the task list's unlisting are Dekker pairs that rest on
+//!   exactly those;
 //! - shuttle (`--cfg shuttle`) samples schedules at random, with no preemption bound, and runs
 //!   every atomic operation in one total order, i.e. as `SeqCst`; so a `fence(SeqCst)` gets the
 //!   total order it promises (shuttle makes the fence itself a no-op: every access around it is

@@ -4,7 +4,7 @@
 //! - a warm Task chain allocates nothing, and a Task body whose destructor panics still goes
 //!   back to its thread's free lists (`task/recycle.rs`);
 //! - a `coro::spawn` of a small future on a pool allocates once, and no more bytes than today's
-//!   layout. Issue 18 asks for at most 128 bytes over the future; today it is 168 (the engine's
+//!   layout. The budget is at most 128 bytes over the future; today it is 168 (the engine's
 //!   task with its header, 96, and the Task layer's root: trace cell, frame with name, location
 //!   and flags, and context, 72), which only merging the root's state into the engine's
 //!   header brings down (benches/README.md, "What stands in the way"). The test keeps it from

@@ -1,4 +1,4 @@
-//! Every user callback coro calls may panic (issue 24 §2): wakers handed to coro's primitives or
+//! Every user callback coro calls may panic: wakers handed to coro's primitives or
 //! wrapping coro's own (their clone, wake and drop), cancellation callbacks, a user `Executor`'s
 //! `schedule`, a `SharedTask`'s body, a collect child's destructor, a task-local's destructor, a
 //! timed operation's destructor, and a future's poll when it sees its cancellation. None of them

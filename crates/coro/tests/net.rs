@@ -1,6 +1,6 @@
 //! `coro::net` on the pool's own IO driver: echo over TCP with many connections and split
-//! halves, UDP, Unix streams, cancellation-aware accept and connect, tasks resuming on their own
-//! pool, and no thread started for IO.
+//! halves, UDP, Unix streams, cancellation-aware accept and connect (tasks resuming on their own
+//! pool with no thread started for IO: `net_threads.rs`).
 
 #![cfg(unix)]
 
@@ -8,10 +8,6 @@ use coro::cancel::{CancellationSource, CancelledOutcome};
 use coro::net::{TcpListener, TcpStream, UdpSocket, UnixStream};
 use futures::{AsyncReadExt, AsyncWriteExt};
 use std::time::{Duration, Instant};
-
-fn thread_count() -> usize {
-    std::fs::read_dir("/proc/self/task").map_or(0, |dir| dir.count())
-}
 
 #[coro::test(worker_threads = 2, timeout_ms = 30_000)]
 async fn tcp_echo_with_many_connections_and_split_halves() {
@@ -62,50 +58,6 @@ async fn tcp_echo_with_many_connections_and_split_halves() {
         client.await.unwrap();
     }
     server.await.unwrap();
-}
-
-#[test]
-fn tasks_resume_on_their_own_pool_and_no_thread_is_started_for_io() {
-    let pool = coro::ThreadPool::builder()
-        .worker_threads(2)
-        .thread_name("net-own")
-        .build()
-        .unwrap();
-    // Let the pool start its threads.
-    coro::block_wait(coro::Task::new(async {}).schedule_on(&pool));
-    std::thread::sleep(Duration::from_millis(20));
-    let before = thread_count();
-    let names = coro::block_wait(
-        coro::Task::new(async {
-            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            let mut names = Vec::new();
-            for _ in 0..20 {
-                let client = coro::spawn(async move {
-                    let mut s = TcpStream::connect(addr).await.unwrap();
-                    s.write_all(b"x").await.unwrap();
-                    let mut b = [0u8; 1];
-                    s.read_exact(&mut b).await.unwrap();
-                    std::thread::current().name().map(str::to_owned)
-                });
-                let (mut s, _) = listener.accept().await.unwrap();
-                let mut b = [0u8; 1];
-                s.read_exact(&mut b).await.unwrap();
-                names.push(std::thread::current().name().map(str::to_owned));
-                s.write_all(&b).await.unwrap();
-                names.push(client.await.unwrap());
-            }
-            names
-        })
-        .schedule_on(&pool),
-    );
-    for name in names {
-        assert!(
-            name.as_deref().is_some_and(|n| n.starts_with("net-own")),
-            "resumed on {name:?}"
-        );
-    }
-    assert_eq!(thread_count(), before, "IO started a thread");
 }
 
 #[coro::test(worker_threads = 2, timeout_ms = 10_000)]

@@ -420,6 +420,47 @@ fn queued_writers_are_granted_one_at_a_time_in_fifo_order() {
     assert_eq!(*lock.try_read().unwrap(), [1, 2, 3]);
 }
 
+/// No writer starvation, with the spin before queueing: readers that keep the lock read-held
+/// without a gap (each takes its next read lock before it drops the last) do not keep a waiting
+/// writer out. Its spin is bounded; then it queues, and from then on readers are refused.
+#[test]
+fn overlapping_readers_do_not_starve_a_waiting_writer() {
+    let lock = SharedMutexFair::new(0u64);
+    let first = lock.try_read().unwrap();
+    let give_up = AtomicBool::new(false);
+    let (handovers, written) = std::thread::scope(|s| {
+        let readers = s.spawn(|| {
+            let mut held = first;
+            let mut handovers = 0u64;
+            while !give_up.load(SeqCst) {
+                match lock.try_read() {
+                    // The previous guard is dropped only once the next one is held.
+                    Some(next) => held = next,
+                    None => break,
+                }
+                handovers += 1;
+            }
+            drop(held);
+            handovers
+        });
+        let writer = s.spawn(|| *block_wait(lock.write()) += 1);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !writer.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Whatever happened, let the readers' loop end, so that the scope can join it.
+        let written = writer.is_finished();
+        give_up.store(true, SeqCst);
+        (readers.join().unwrap(), written)
+    });
+    assert!(
+        written,
+        "the writer did not get the lock within 10 s of readers coming and going \
+         ({handovers} read hand-overs)"
+    );
+    assert_eq!(lock.into_inner(), 1);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 7. Cancel-safety
 // ---------------------------------------------------------------------------------------------

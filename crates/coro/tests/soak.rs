@@ -1842,11 +1842,12 @@ fn soak() {
     }
 
     // Leak check. Tolerance: the global timer driver keeps the memory of its peak number of
-    // pending timers (its slab only grows, and it leaks one generation chunk per 1024 slab
-    // nodes, see coro-executor/src/time/driver.rs), and the soak's peak (several drivers at
-    // once) can exceed the warm-up's by a few chunks; std's lazily initialised globals are
-    // all created by the warm-up. Everything per round, per task and per pool (thousands of
-    // each) must be gone, so a leak of any of them shows far beyond this.
+    // pending timers until the process ends (its slab and its generation chunks, one per 1024
+    // slab nodes, only grow; see coro-executor/src/time/driver.rs; a pool's driver frees both
+    // with the pool), and the soak's peak can exceed the warm-up's by a few chunks; std's
+    // lazily initialised globals are all created by the warm-up. Everything per round, per
+    // task and per pool (thousands of each) must be gone, so a leak of any of them shows far
+    // beyond this.
     const TOLERANCE: isize = 8;
     let waited = Instant::now();
     let (allocs_after, bytes_after) = loop {

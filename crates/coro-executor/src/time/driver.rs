@@ -55,10 +55,12 @@
 //! `Release` store when firing pairs with the `Acquire` load in [`Registration::has_fired`], so
 //! the driver's clock reading that justified firing happens-before the `Sleep` reports ready.
 //!
-//! The counters live in fixed-size chunks that are allocated once and leaked, which gives each
-//! `Sleep` a plain `&'static AtomicU64` (no `Arc`, no `unsafe`). Chunks are only allocated when
-//! the slab grows, so this costs 8 bytes per slab node for the lifetime of the driver, which is
-//! the process for the global one.
+//! The counters live in fixed-size chunks owned by the driver: a chunk never moves once
+//! allocated (the `Vec` holds boxes, and only its list of boxes grows), so a `Registration` keeps
+//! a pointer to its counter, valid while its owner keeps the driver alive. Chunks are only
+//! allocated when the slab grows and are freed with the driver (a pool's at the pool's end; the
+//! global one lives for the process), so this costs 8 bytes per slab node for the lifetime of
+//! the driver.
 //!
 //! Memory per pending timer: 32 bytes of wheel node (see `wheel.rs`) + 8 bytes of generation
 //! counter = **40 bytes**, plus amortised `Vec` growth slack of the slab. Neither shrinks: the
@@ -88,7 +90,7 @@ const NEVER: u64 = u64::MAX;
 /// Units of wheel work (entries fired or moved) per lock hold: bounds how long a registering
 /// thread can wait for the driver (about 1024 x 100 ns).
 const BATCH: usize = 1024;
-/// Generation counters per leaked chunk (small under loom: each loom atomic is tracked).
+/// Generation counters per chunk (small under loom: each loom atomic is tracked).
 const GEN_CHUNK: usize = if cfg!(loom) { 4 } else { 1024 };
 /// Ticks are capped here (about 36 million years) so wheel arithmetic cannot overflow.
 const MAX_TICK: u64 = 1 << 60;

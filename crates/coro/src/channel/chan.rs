@@ -40,7 +40,8 @@
 //!   - A send that finds the queue full queues under the lock; a receive that pops while sends
 //!     wait grants the first of them under the lock. The second Dekker pair: the first send to
 //!     queue stores `waiting_sends`, fences, and tries the queue again; a receive pops, fences,
-//!     and reads `waiting_sends`.
+//!     and reads `waiting_sends`. An unbounded channel's sends never wait, so its receives
+//!     skip this pair.
 //!   - While receives wait, sends take the lock, so receives are never overtaken. Sends that
 //!     wait do not stop a send that finds room from pushing (as with async-channel and flume):
 //!     requiring the lock of every send while one waits made a full channel stay full, every
@@ -541,10 +542,14 @@ impl<T> Chan<T> {
             {
                 if let Ok(value) = queue.pop() {
                     // The second Dekker pair of the module docs: room was made; a send that
-                    // queued meanwhile and did not see it is seen here, and granted.
-                    fence(SeqCst);
-                    if self.waiting_sends.load(SeqCst) != 0 {
-                        self.grant_senders_locked();
+                    // queued meanwhile and did not see it is seen here, and granted. Not on an
+                    // unbounded channel, whose sends never wait: the fence is the costliest
+                    // instruction of that receive.
+                    if self.capacity.is_some() {
+                        fence(SeqCst);
+                        if self.waiting_sends.load(SeqCst) != 0 {
+                            self.grant_senders_locked();
+                        }
                     }
                     return RecvAttempt::Received(value);
                 }

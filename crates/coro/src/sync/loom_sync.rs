@@ -10,8 +10,11 @@
 //!     cargo test -p coro --lib --release --target-dir target/loom -- loom_
 //! ```
 //!
-//! - `loom_shared_mutex_read_release_races_writer_enqueue`: a reader's lock-free release races
-//!   a writer's enqueue; the writer always gets the lock.
+//! - `loom_shared_mutex_read_release_races_spinning_acquires`: a reader's lock-free release
+//!   races a writer that spins and then queues, and a second reader that may get in beside
+//!   the first, spin while the writer holds the lock, or queue behind it: both get the lock and
+//!   it ends free (the spin stops at a queued waiter, and no wake-up is lost between a spin
+//!   that gives up and the release it just missed).
 //! - `loom_shared_mutex_dropped_writer_races_release`: a writer polled once (queued behind a
 //!   reader) and dropped while a second reader queues behind it and both readers release: the
 //!   second reader is granted (at once, or by the writer's abandon), and no waiter is left.
@@ -104,19 +107,25 @@ fn assert_permits_back(semaphore: &Semaphore, total: usize) {
 }
 
 #[test]
-fn loom_shared_mutex_read_release_races_writer_enqueue() {
+fn loom_shared_mutex_read_release_races_spinning_acquires() {
     loom::model(|| {
         let lock = Arc::new(SharedMutexFair::new(0usize));
-        let reader = lock.try_read().unwrap();
+        let first_reader = lock.try_read().unwrap();
+        // Spins while the first reader holds the lock, then queues (or gets in as it leaves).
         let writer = {
             let lock = lock.clone();
-            thread::spawn(move || {
-                let mut guard = block_on(lock.write());
-                *guard += 1;
-            })
+            thread::spawn(move || *block_on(lock.write()) += 1)
         };
-        drop(reader);
+        // Gets in beside the first reader, spins while the writer holds the lock, or queues
+        // behind the writer: whichever came first, it reads what the writer left.
+        let second_reader = {
+            let lock = lock.clone();
+            thread::spawn(move || *block_on(lock.read()))
+        };
+        drop(first_reader);
         writer.join().unwrap();
+        let seen = second_reader.join().unwrap();
+        assert!(seen <= 1, "a reader saw a write that never happened");
         assert_eq!(*lock.try_read().unwrap(), 1, "the writer never wrote");
         assert_lock_free(&lock);
     });

@@ -279,6 +279,14 @@ pub(crate) trait Grantor {
     /// Takes `mode` without touching the queue, if that is allowed right now.
     fn try_acquire_fast(&self, mode: Self::Mode) -> bool;
 
+    /// A waiting acquire's first attempt, before it queues: [`try_acquire_fast`], which a
+    /// primitive may repeat for a bounded while if that cannot overtake a queued waiter.
+    ///
+    /// [`try_acquire_fast`]: Grantor::try_acquire_fast
+    fn try_acquire_first(&self, mode: Self::Mode) -> bool {
+        self.try_acquire_fast(mode)
+    }
+
     /// Under the queue's lock: takes `mode` if the policy allows it now, else queues a waiter
     /// with `waker`, or fails when there is no waker (a `try_`).
     fn acquire_or_enqueue(&self, mode: Self::Mode, waker: Option<&Waker>) -> Acquired;
@@ -342,7 +350,7 @@ impl<'a, G: Grantor> WaitFor<'a, G> {
                 self.key = None;
                 true
             }
-            None if self.grantor.try_acquire_fast(self.mode) => true,
+            None if self.grantor.try_acquire_first(self.mode) => true,
             None => match self.grantor.acquire_or_enqueue(self.mode, Some(cx.waker())) {
                 Acquired::Now => true,
                 Acquired::Queued(key) => {

@@ -1,0 +1,3 @@
+module coro-benches/go
+
+go 1.19
