@@ -33,7 +33,7 @@ pub use publish::{
 };
 pub use snapshot::{TaskSnapshot, snapshot_tasks};
 pub(crate) use snapshot::{snapshot_list, snapshot_of};
-pub(crate) use stats::{PollStart, TaskStats, set_worker_index};
+pub(crate) use stats::{PollStart, StatsBlock, TaskStats, set_worker_index};
 pub use stats::{
     REQUEST_KEEPS_ON, StatsGuard, collect_stats, request_stats, stats_clock_slack, stats_enabled,
 };
@@ -41,7 +41,7 @@ pub use wait::{LockKind, WaitOn, WaitRegistration, begin_wait, end_wait, wait_on
 
 // What the files share, for their `use super::*`.
 use crate::loom::sync::Mutex;
-use crate::task::header::{OWNED_CELL, PUBLISHED, RELINKED, RUNNING, UNKNOWN};
+use crate::task::header::{OWNED_CELL, PUBLISHED, RELINKED, RUNNING, STATE_BYTE, UNKNOWN};
 use cell::{AWAITED_BY_PARENT, ROOT_ONLY};
 use name::FrameName;
 use std::borrow::Cow;

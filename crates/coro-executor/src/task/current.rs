@@ -22,8 +22,14 @@ coro_loom::thread_local_const! {
 #[inline]
 #[cfg(not(coro_untraced))]
 pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
-    let stats = header.stats.poll_started();
-    header.state.store(RUNNING, Relaxed);
+    let stats = if crate::trace::stats_enabled() {
+        header
+            .stats_for_poll()
+            .map_or(PollStart::NONE, |stats| stats.poll_started())
+    } else {
+        PollStart::NONE
+    };
+    header.set_state(header.state.load(Relaxed), RUNNING);
     let prev = CURRENT.with(|c| c.replace(header));
     Running {
         header,
@@ -55,8 +61,13 @@ pub(crate) struct Running<'a> {
 impl Drop for Running<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.header.stats.poll_ended(self.stats);
-        self.header.state.store(SUSPENDED, Relaxed);
+        if self.stats.counted() {
+            if let Some(stats) = self.header.stats() {
+                stats.poll_ended(self.stats);
+            }
+        }
+        self.header
+            .set_state(self.header.state.load(Relaxed), SUSPENDED);
         CURRENT.with(|c| c.set(self.prev));
     }
 }

@@ -429,7 +429,10 @@ unsafe fn snapshot_at(header: &TaskHeader, now: u64) -> TaskSnapshot {
         state: header.state(),
         name,
         frames,
-        stats: header.stats.read(now),
-        waiting_on: super::wait::read_slot(&header.stats.waiting),
+        // No block: spawned before statistics were on and not polled since (zero counters).
+        stats: header
+            .stats()
+            .map_or_else(StatsCopy::default, |stats| stats.read(now)),
+        waiting_on: super::wait::read_slot(header),
     }
 }

@@ -1,11 +1,14 @@
-//! [`TaskStats`]: what a task's header counts about it for a console (polls, time busy and
-//! queued, wakes, when it entered its state, what it waits on), and the switch that turns the
-//! per-poll counting on only while someone looks.
+//! [`TaskStats`]: what is counted about a task for a console (polls, time busy and queued,
+//! wakes, when it entered its state), in a [`StatsBlock`] outside the task, and the switch
+//! that turns the per-poll counting on only while someone looks.
 //!
 //! Rule: while nobody has asked for statistics recently, a poll costs one relaxed load of
 //! [`ENABLED`] more than without them (the guard of the poll keeps what it read), and a
-//! schedule one more. While they are on, the thread that polls or schedules a task writes its
-//! counters with plain loads and stores: async-task runs a task's poll and its schedule
+//! schedule one more; no task has a block, so the tasks are no bigger. While they are on, a
+//! task spawned gets its block at once and a task polled without one gets it then (installed
+//! by its header: see `task/header.rs`, `STATS_BLOCK`); a task spawned before and not polled
+//! since has none and shows zero counters. The thread that polls or schedules a task writes
+//! its counters with plain loads and stores: async-task runs a task's poll and its schedule
 //! function one at a time, with its own state atomics ordering one before the next, so each
 //! counter has one writer at a time. Readers (snapshots) may see a counter one event behind.
 //!
@@ -22,9 +25,11 @@
 //! while one short poll counts 0 or 1 ms. The same ticker switches the statistics off once
 //! nobody holds them and the last request has expired.
 
+use super::TraceCell;
 use std::cell::Cell;
+use std::ptr::NonNull;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::time::{Duration, Instant};
 
 /// Whether per-poll statistics are being collected. The only thing a poll reads while they
@@ -209,8 +214,48 @@ impl Drop for StatsGuard {
     }
 }
 
-/// Per-task statistics, one field of the task's header. See the module doc for who writes
-/// what.
+/// A task's statistics and, in its stead, the task's trace pointer (see `task/header.rs`):
+/// allocated for a task spawned or polled while statistics are on, freed with the task.
+#[derive(Debug)]
+pub(crate) struct StatsBlock {
+    pub(crate) stats: TaskStats,
+    /// The attached cell, with its ownership tag, as the header would hold it.
+    pub(crate) cell: AtomicPtr<TraceCell>,
+}
+
+impl StatsBlock {
+    /// A block for a task being spawned, holding `cell`, if statistics are on.
+    #[inline]
+    pub(crate) fn for_spawn(cell: *mut TraceCell) -> Option<NonNull<StatsBlock>> {
+        if !stats_enabled() {
+            return None;
+        }
+        // Queued from its creation on (some executors get a new task's first schedule
+        // directly, not through its schedule function).
+        let now = tick();
+        Some(Self::new(cell, now, now))
+    }
+
+    /// A block for a task starting a poll without one, holding `cell`, if statistics are on.
+    /// When it was spawned and queued is unknown (a snapshot dates it by its first look).
+    pub(crate) fn for_poll(cell: *mut TraceCell) -> Option<NonNull<StatsBlock>> {
+        stats_enabled().then(|| Self::new(cell, 0, 0))
+    }
+
+    fn new(cell: *mut TraceCell, created: u64, since: u64) -> NonNull<StatsBlock> {
+        let block = Box::new(StatsBlock {
+            stats: TaskStats {
+                created: AtomicU64::new(created),
+                since: AtomicU64::new(since),
+                ..TaskStats::default()
+            },
+            cell: AtomicPtr::new(cell),
+        });
+        NonNull::from(Box::leak(block))
+    }
+}
+
+/// Per-task statistics, in the task's [`StatsBlock`]. See the module doc for who writes what.
 #[derive(Debug, Default)]
 pub(crate) struct TaskStats {
     /// [`now`] at the spawn, if the statistics were on then; else the first snapshot that saw
@@ -227,8 +272,6 @@ pub(crate) struct TaskStats {
     since: AtomicU64,
     /// The worker polling it (index plus one; 0: not a pool worker), set as a poll starts.
     worker: AtomicU32,
-    /// What the task waits on: a packed [`WaitOn`](super::WaitOn) (see `wait.rs`).
-    pub(crate) waiting: AtomicU64,
 }
 
 /// What a poll's guard keeps: whether it counts, and when it started.
@@ -239,51 +282,29 @@ impl PollStart {
     /// A poll that is not counted.
     #[allow(dead_code)]
     pub(crate) const NONE: PollStart = PollStart(0);
+
+    /// Whether the poll is counted.
+    #[inline]
+    pub(crate) fn counted(self) -> bool {
+        self.0 != 0
+    }
 }
 
 impl TaskStats {
-    /// Stats for a task being spawned now.
-    #[inline]
-    pub(crate) fn new() -> TaskStats {
-        let stats = TaskStats::default();
-        if stats_enabled() {
-            // Queued from its creation on (some executors get a new task's first schedule
-            // directly, not through its schedule function).
-            let now = tick();
-            stats.created.store(now, Relaxed);
-            stats.since.store(now, Relaxed);
-        }
-        stats
-    }
-
-    /// The task was scheduled: spawned, or woken if `was_polled` says it was polled before.
-    #[inline]
-    pub(crate) fn on_scheduled(&self, was_polled: impl FnOnce() -> bool) {
-        if stats_enabled() {
-            self.count_schedule(was_polled());
-        }
-    }
-
+    /// The task was scheduled (statistics are on): spawned, or woken if `woken` (it was
+    /// polled before).
     #[inline(never)]
-    fn count_schedule(&self, woken: bool) {
+    pub(crate) fn on_scheduled(&self, woken: bool) {
         if woken {
             self.wakes.store(self.wakes.load(Relaxed) + 1, Relaxed);
         }
         self.since.store(tick(), Relaxed);
     }
 
-    /// A poll starts; what it returns goes to [`poll_ended`](Self::poll_ended).
-    #[inline]
-    pub(crate) fn poll_started(&self) -> PollStart {
-        if stats_enabled() {
-            self.count_start()
-        } else {
-            PollStart::NONE
-        }
-    }
-
+    /// A poll starts (statistics are on); what it returns goes to
+    /// [`poll_ended`](Self::poll_ended).
     #[inline(never)]
-    fn count_start(&self) -> PollStart {
+    pub(crate) fn poll_started(&self) -> PollStart {
         let now = tick();
         let since = self.since.load(Relaxed);
         if since >= ON_SINCE.load(Relaxed) && since <= now {
@@ -295,16 +316,10 @@ impl TaskStats {
         PollStart(now)
     }
 
-    /// The poll that [`poll_started`](Self::poll_started) began returned.
-    #[inline]
-    pub(crate) fn poll_ended(&self, start: PollStart) {
-        if start.0 != 0 {
-            self.count_end(start.0);
-        }
-    }
-
+    /// The poll that [`poll_started`](Self::poll_started) began (and counted) returned.
     #[inline(never)]
-    fn count_end(&self, start: u64) {
+    pub(crate) fn poll_ended(&self, start: PollStart) {
+        let start = start.0;
         let now = tick();
         self.busy
             .store(self.busy.load(Relaxed) + now.saturating_sub(start), Relaxed);

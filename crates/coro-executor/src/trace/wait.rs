@@ -3,14 +3,16 @@
 //! snapshots and the wait-for graph.
 //!
 //! Rule: a registration is made inside the task's poll, kept by the waiting future, and undone
-//! when that future stops waiting (ready or dropped). The task's slot is one word, written with
-//! compare-and-swap: a kind, an argument and a count of registrations alive. Two at once (a
-//! `select!` over a lock and a timer) make the slot read [`WaitOn::Other`] until all but one
-//! are gone: a snapshot never claims a task waits only on a lock when something else can wake
-//! it too.
+//! when that future stops waiting (ready or dropped). The task's slot is the upper 56 bits of
+//! its header's state word (the state byte below it is kept): a kind, a count of
+//! registrations alive and an argument. Only the polling thread writes the word during a poll,
+//! so a load and a store suffice. Two registrations at once (a `select!` over a lock and a
+//! timer) make the slot read [`WaitOn::Other`] until all but one are gone: a snapshot never
+//! claims a task waits only on a lock when something else can wake it too.
 
 use crate::task::current;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use crate::task::header::{STATE_BYTE, TaskHeader};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 /// The kind of lock a task waits for, in [`WaitOn::Lock`].
@@ -72,17 +74,21 @@ pub enum WaitOn {
     Other,
 }
 
+/// Where the slot starts in the header's state word: above the state byte.
+const SLOT_SHIFT: u32 = STATE_BYTE.count_ones();
 const KIND_BITS: u32 = 4;
 /// The kind of [`WaitOn::Timer`] in a packed slot.
 const TIMER: u64 = 6;
-const COUNT_BITS: u32 = 6;
+/// Up to 15 registrations alive are counted; more leave the slot [`WaitOn::Other`] for good.
+const COUNT_BITS: u32 = 4;
 const ARG_SHIFT: u32 = KIND_BITS + COUNT_BITS;
 const KIND_MASK: u64 = (1 << KIND_BITS) - 1;
 const COUNT_ONE: u64 = 1 << KIND_BITS;
 const COUNT_MASK: u64 = ((1 << COUNT_BITS) - 1) << KIND_BITS;
-/// Arguments are kept to the bits above the kind and count (ids and fds fit; deadlines are
-/// kept in microseconds).
-const ARG_MAX: u64 = (1 << (64 - ARG_SHIFT)) - 1;
+/// Arguments are kept to the 48 bits above the kind and count: ids (a target past it reads as
+/// [`WaitOn::Other`]) and fds fit, and deadlines, in microseconds since the process's epoch,
+/// for nearly nine years of uptime.
+const ARG_MAX: u64 = (1 << (64 - SLOT_SHIFT - ARG_SHIFT)) - 1;
 
 impl WaitOn {
     fn pack(self) -> u64 {
@@ -134,9 +140,19 @@ impl WaitOn {
     }
 }
 
-/// What the task whose slot this is waits on now, if it registered anything.
-pub(crate) fn read_slot(slot: &AtomicU64) -> Option<WaitOn> {
-    WaitOn::unpack(slot.load(Relaxed))
+/// What the task of `header` waits on now, if it registered anything.
+pub(crate) fn read_slot(header: &TaskHeader) -> Option<WaitOn> {
+    WaitOn::unpack(header.state.load(Relaxed) >> SLOT_SHIFT)
+}
+
+/// Replaces the slot of `header`'s task by what `f` makes of it. Only the thread polling the
+/// task calls it, so the word cannot change between the load and the store (module doc).
+fn update_slot(header: &TaskHeader, f: impl FnOnce(u64) -> u64) {
+    let word = header.state.load(Relaxed);
+    let slot = f(word >> SLOT_SHIFT);
+    header
+        .state
+        .store((slot << SLOT_SHIFT) | (word & STATE_BYTE), Relaxed);
 }
 
 /// A wait registered for the task running on this thread; undone when dropped. From
@@ -174,17 +190,16 @@ pub fn wait_on(on: WaitOn) -> WaitRegistration {
         return WaitRegistration { task: 0 };
     };
     let new = on.pack();
-    let slot = &header.stats.waiting;
-    let _ = slot.fetch_update(Relaxed, Relaxed, |word| {
+    update_slot(header, |word| {
         let count = word & COUNT_MASK;
-        Some(if count == 0 {
+        if count == 0 {
             new | COUNT_ONE
         } else if count == COUNT_MASK {
             // Saturated: stays Other until the task's slot is reset by ends.
             word
         } else {
             9 | (count + COUNT_ONE)
-        })
+        }
     });
     WaitRegistration { task: header.id() }
 }
@@ -221,8 +236,7 @@ pub fn begin_wait(on: WaitOn) {
 pub fn end_wait(on: WaitOn) {
     if let Some(header) = current::header() {
         let target = on.pack();
-        let slot = &header.stats.waiting;
-        let word = slot.load(Relaxed);
+        let word = header.state.load(Relaxed) >> SLOT_SHIFT;
         // Ours alone, or one of several (then the slot reads Other and only counts down).
         let count = word & COUNT_MASK;
         // A deadline is packed from the clock each time, so two packings of one may differ in
@@ -231,7 +245,7 @@ pub fn end_wait(on: WaitOn) {
         let same = kind == target & KIND_MASK
             && (kind == TIMER || word >> ARG_SHIFT == target >> ARG_SHIFT);
         if (count == COUNT_ONE && same) || count > COUNT_ONE {
-            clear_one(slot);
+            clear_one(header);
         }
     }
 }
@@ -246,18 +260,18 @@ impl Drop for WaitRegistration {
         let Some(header) = current::header().filter(|h| h.id() == self.task) else {
             return;
         };
-        clear_one(&header.stats.waiting);
+        clear_one(header);
     }
 }
 
-fn clear_one(slot: &AtomicU64) {
-    let _ = slot.fetch_update(Relaxed, Relaxed, |word| {
+fn clear_one(header: &TaskHeader) {
+    update_slot(header, |word| {
         let count = word & COUNT_MASK;
-        Some(match count {
+        match count {
             0 => word,
             COUNT_ONE => 0,
             _ => (word & !COUNT_MASK) | (count - COUNT_ONE),
-        })
+        }
     });
 }
 
