@@ -37,7 +37,10 @@ pub(crate) use stats::{PollStart, StatsBlock, TaskStats, set_worker_index};
 pub use stats::{
     REQUEST_KEEPS_ON, StatsGuard, collect_stats, request_stats, stats_clock_slack, stats_enabled,
 };
-pub use wait::{LockKind, WaitOn, WaitRegistration, begin_wait, end_wait, wait_on};
+pub(crate) use wait::poll_starts;
+pub use wait::{
+    LockKind, WaitOn, WaitRegistration, begin_wait, end_wait, wait_on, wait_until_polled,
+};
 
 // What the files share, for their `use super::*`.
 use crate::loom::sync::Mutex;

@@ -474,3 +474,128 @@ fn sleeping_and_receiving_tasks_say_what_they_wait_on() {
     coro::block_wait(receiver).unwrap();
     sleeper.cancel();
 }
+
+#[test]
+fn socket_reads_and_promises_say_what_they_wait_on_until_they_are_polled_again() {
+    let pool = pool("io-promise-pool", 1);
+    let listener = coro::block_wait(
+        coro::Task::new(coro::net::TcpListener::bind("127.0.0.1:0")).schedule_on(&pool),
+    )
+    .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let reader = coro::Task::new(async move {
+        use futures::AsyncReadExt;
+        let mut stream = coro::net::TcpStream::connect(addr).await.unwrap();
+        let mut byte = [0u8; 1];
+        stream.read_exact(&mut byte).await.unwrap();
+        byte[0]
+    })
+    .named("socket-reader")
+    .schedule_on(&pool)
+    .start();
+    let (mut server, _) = coro::block_wait(
+        coro::Task::new(async move { listener.accept().await }).schedule_on(&pool),
+    )
+    .unwrap();
+
+    let promise = coro::sync::SharedPromise::<u32>::new();
+    let future = promise.get_future();
+    let awaiting = coro::Task::new(async move { future.await.unwrap() })
+        .named("promise-awaiter")
+        .schedule_on(&pool)
+        .start();
+    let baton = std::sync::Arc::new(coro::sync::Baton::new());
+    let posted = baton.clone();
+    let baton_waiter = coro::Task::new(async move { posted.wait().await })
+        .named("baton-waiter")
+        .schedule_on(&pool)
+        .start();
+
+    let (io, promised, batoned) = wait_for(Duration::from_secs(5), |snap| {
+        let of = |name: &str| {
+            snap.tasks
+                .iter()
+                .find(|t| t.name == name && t.state == TaskState::Suspended)?
+                .waiting_on
+                .clone()
+        };
+        Some((
+            of("socket-reader")?,
+            of("promise-awaiter")?,
+            of("baton-waiter")?,
+        ))
+    });
+    let WaitTarget::Io { fd } = io else {
+        panic!("the reader waits on {io:?}, not its socket");
+    };
+    let link = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
+    assert!(
+        link.to_string_lossy().starts_with("socket:"),
+        "fd {fd} is {link:?}"
+    );
+    let (WaitTarget::Promise { id: promise_id }, WaitTarget::Promise { id: baton_id }) =
+        (&promised, &batoned)
+    else {
+        panic!("not promises: {promised:?}, {batoned:?}");
+    };
+    assert_ne!(promise_id, baton_id, "two promises, two ids");
+
+    // Fulfilled and polled again: the waits are gone with the tasks' next polls.
+    coro::block_wait(
+        coro::Task::new(async move {
+            use futures::AsyncWriteExt;
+            server.write_all(&[7]).await
+        })
+        .schedule_on(&pool),
+    )
+    .unwrap();
+    promise.set_value(5).unwrap();
+    baton.post();
+    assert_eq!(coro::block_wait(reader).unwrap(), 7);
+    assert_eq!(coro::block_wait(awaiting).unwrap(), 5);
+    coro::block_wait(baton_waiter).unwrap();
+}
+
+#[test]
+fn a_task_polled_again_after_a_socket_wait_no_longer_claims_it() {
+    let pool = pool("io-repoll-pool", 1);
+    let listener = coro::block_wait(
+        coro::Task::new(coro::net::TcpListener::bind("127.0.0.1:0")).schedule_on(&pool),
+    )
+    .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (go_tx, go_rx) = oneshot::channel::<()>();
+    // Reads with nothing to read (a socket wait, beside a timer's), is polled again by the
+    // timeout, which wins before the read is polled again (biased), and then waits on the
+    // oneshot only: the socket wait must not linger.
+    let task = coro::Task::new(async move {
+        use futures::{AsyncReadExt, FutureExt};
+        let mut stream = coro::net::TcpStream::connect(addr).await.unwrap();
+        let mut byte = [0u8; 1];
+        futures::select_biased! {
+            _ = coro::time::sleep(Duration::from_millis(20)).fuse() => {}
+            _ = stream.read_exact(&mut byte).fuse() => panic!("nothing was written"),
+        }
+        go_rx.await.unwrap();
+    })
+    .named("moved-on")
+    .schedule_on(&pool)
+    .start();
+    let (_server, _) = coro::block_wait(
+        coro::Task::new(async move { listener.accept().await }).schedule_on(&pool),
+    )
+    .unwrap();
+    // Suspended in the oneshot, which registers nothing: no wait at all.
+    std::thread::sleep(Duration::from_millis(100));
+    let seen = wait_for(Duration::from_secs(5), |snap| {
+        let t = snap
+            .tasks
+            .iter()
+            .find(|t| t.name == "moved-on" && t.state == TaskState::Suspended)?;
+        // Past the select (its frames no longer show the sleep).
+        Some(t.waiting_on.clone())
+    });
+    assert_eq!(seen, None, "a wait outlived the poll that made it");
+    go_tx.send(()).unwrap();
+    coro::block_wait(task).unwrap();
+}

@@ -90,6 +90,9 @@ impl Source {
             drop(directions);
             self.os.armed();
         }
+        // Until the task's next poll, it waits on this socket (the poll functions have no
+        // future of their own to hold a registration).
+        crate::trace::wait_until_polled(crate::trace::WaitOn::Io(self.fd));
         Poll::Pending
     }
 

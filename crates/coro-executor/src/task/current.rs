@@ -29,7 +29,9 @@ pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
     } else {
         PollStart::NONE
     };
-    header.set_state(header.state.load(Relaxed), RUNNING);
+    // The waits of the previous poll's `wait_until_polled` end as this one starts.
+    let word = crate::trace::poll_starts(header.state.load(Relaxed));
+    header.set_state(word, RUNNING);
     let prev = CURRENT.with(|c| c.replace(header));
     Running {
         header,

@@ -9,6 +9,12 @@
 //! so a load and a store suffice. Two registrations at once (a `select!` over a lock and a
 //! timer) make the slot read [`WaitOn::Other`] until all but one are gone: a snapshot never
 //! claims a task waits only on a lock when something else can wake it too.
+//!
+//! A wait with no future to hold its registration (a socket's readiness polled through
+//! `poll_*` functions, a promise's future that must stay small) is made with
+//! [`wait_until_polled`]: it lasts until the task's next poll starts, which is exactly while a
+//! task that returned `Pending` from there waits on it. Such waits of one poll count as one
+//! registration, marked in the slot, which the next poll start removes (`poll_starts`).
 
 use crate::task::current;
 use crate::task::header::{STATE_BYTE, TaskHeader};
@@ -79,9 +85,13 @@ const SLOT_SHIFT: u32 = STATE_BYTE.count_ones();
 const KIND_BITS: u32 = 4;
 /// The kind of [`WaitOn::Timer`] in a packed slot.
 const TIMER: u64 = 6;
-/// Up to 15 registrations alive are counted; more leave the slot [`WaitOn::Other`] for good.
-const COUNT_BITS: u32 = 4;
-const ARG_SHIFT: u32 = KIND_BITS + COUNT_BITS;
+/// The kind of [`WaitOn::Other`] in a packed slot.
+const OTHER: u64 = 9;
+/// Up to 7 registrations alive are counted; more leave the slot [`WaitOn::Other`] for good.
+const COUNT_BITS: u32 = 3;
+/// One of the counted registrations is the poll's [`wait_until_polled`] ones.
+const UNTIL_POLLED: u64 = 1 << (KIND_BITS + COUNT_BITS);
+const ARG_SHIFT: u32 = KIND_BITS + COUNT_BITS + 1;
 const KIND_MASK: u64 = (1 << KIND_BITS) - 1;
 const COUNT_ONE: u64 = 1 << KIND_BITS;
 const COUNT_MASK: u64 = ((1 << COUNT_BITS) - 1) << KIND_BITS;
@@ -106,10 +116,10 @@ impl WaitOn {
             WaitOn::Timer(deadline) => (TIMER, super::stats::ns_of(deadline) / 1000),
             WaitOn::Io(fd) => (7, fd as u32 as u64),
             WaitOn::Promise(id) => (8, id),
-            WaitOn::Other => (9, 0),
+            WaitOn::Other => (OTHER, 0),
         };
         if arg > ARG_MAX {
-            return 9;
+            return OTHER;
         }
         kind | (arg << ARG_SHIFT)
     }
@@ -138,6 +148,18 @@ impl WaitOn {
             _ => WaitOn::Other,
         })
     }
+}
+
+/// Removes the [`wait_until_polled`] waits from `word`, a task's state word, as its next poll
+/// starts; returns it unchanged if there are none (the common case: one test of a word the
+/// poll start loads anyway).
+#[inline]
+pub(crate) fn poll_starts(word: u64) -> u64 {
+    if word & (UNTIL_POLLED << SLOT_SHIFT) == 0 {
+        return word;
+    }
+    let slot = (word >> SLOT_SHIFT) & !UNTIL_POLLED;
+    (remove_one(slot) << SLOT_SHIFT) | (word & STATE_BYTE)
 }
 
 /// What the task of `header` waits on now, if it registered anything.
@@ -190,18 +212,67 @@ pub fn wait_on(on: WaitOn) -> WaitRegistration {
         return WaitRegistration { task: 0 };
     };
     let new = on.pack();
+    update_slot(header, |word| add_one(word, new));
+    WaitRegistration { task: header.id() }
+}
+
+/// `word` (a slot) with one more registration, of `new` (packed).
+fn add_one(word: u64, new: u64) -> u64 {
+    let count = word & COUNT_MASK;
+    if count == 0 {
+        new | COUNT_ONE
+    } else if count == COUNT_MASK {
+        // Saturated: stays Other until the task's slot is reset by ends.
+        word
+    } else {
+        OTHER | (word & UNTIL_POLLED) | (count + COUNT_ONE)
+    }
+}
+
+/// Registers that the task running on this thread waits on `on` until its next poll starts:
+/// for a poll function that returns `Pending` with no future of its own to keep a
+/// [`WaitRegistration`] in (coro's sockets register their readiness waits so, and its
+/// promises). Outside a task it does nothing. A future that registers so and is then dropped
+/// in the same poll (a `select!` branch that lost) leaves the wait shown until the next poll.
+///
+/// ```
+/// use coro_executor::trace::{WaitOn, current_task_id, snapshot_tasks, wait_until_polled};
+/// use std::task::Poll;
+///
+/// let pool = coro_executor::ThreadPool::new(1).unwrap();
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// let mut polls = 0;
+/// let task = pool.spawn(std::future::poll_fn(move |cx| {
+///     polls += 1;
+///     if polls == 1 {
+///         tx.send(current_task_id().unwrap()).unwrap();
+///         wait_until_polled(WaitOn::Io(9));
+///         cx.waker().wake_by_ref();
+///         return Poll::Pending;
+///     }
+///     Poll::Ready(())
+/// }));
+/// let id = rx.recv().unwrap();
+/// futures::executor::block_on(task).unwrap();
+/// // Between its two polls the task was shown waiting on fd 9; its second poll ended it.
+/// assert!(snapshot_tasks().iter().all(|t| t.id() != id));
+/// ```
+pub fn wait_until_polled(on: WaitOn) {
+    let Some(header) = current::header() else {
+        return;
+    };
+    let new = on.pack();
     update_slot(header, |word| {
-        let count = word & COUNT_MASK;
-        if count == 0 {
-            new | COUNT_ONE
-        } else if count == COUNT_MASK {
-            // Saturated: stays Other until the task's slot is reset by ends.
+        if word & UNTIL_POLLED == 0 {
+            add_one(word, new) | UNTIL_POLLED
+        } else if word & COUNT_MASK == COUNT_ONE && word & !UNTIL_POLLED & !COUNT_MASK == new {
+            // The same target again in this poll (a read and a write on one socket).
             word
         } else {
-            9 | (count + COUNT_ONE)
+            // Another target in this poll: counted with the first, as Other.
+            (word & !KIND_MASK & !(ARG_MAX << ARG_SHIFT)) | OTHER
         }
     });
-    WaitRegistration { task: header.id() }
 }
 
 /// Registers that the task running on this thread waits on `on`, without a guard: for a
@@ -241,9 +312,12 @@ pub fn end_wait(on: WaitOn) {
         let count = word & COUNT_MASK;
         // A deadline is packed from the clock each time, so two packings of one may differ in
         // their last microsecond: a timer matches by kind.
+        // A last registration left of several reads Other and cannot be told apart: it is
+        // this one (the caller began it and has not ended it).
         let kind = word & KIND_MASK;
-        let same = kind == target & KIND_MASK
-            && (kind == TIMER || word >> ARG_SHIFT == target >> ARG_SHIFT);
+        let same = kind == OTHER
+            || (kind == target & KIND_MASK
+                && (kind == TIMER || word >> ARG_SHIFT == target >> ARG_SHIFT));
         if (count == COUNT_ONE && same) || count > COUNT_ONE {
             clear_one(header);
         }
@@ -265,14 +339,17 @@ impl Drop for WaitRegistration {
 }
 
 fn clear_one(header: &TaskHeader) {
-    update_slot(header, |word| {
-        let count = word & COUNT_MASK;
-        match count {
-            0 => word,
-            COUNT_ONE => 0,
-            _ => (word & !COUNT_MASK) | (count - COUNT_ONE),
-        }
-    });
+    update_slot(header, remove_one);
+}
+
+/// `word` (a slot) with one registration fewer.
+fn remove_one(word: u64) -> u64 {
+    let count = word & COUNT_MASK;
+    match count {
+        0 => word,
+        COUNT_ONE => 0,
+        _ => (word & !COUNT_MASK) | (count - COUNT_ONE),
+    }
 }
 
 #[cfg(test)]
