@@ -23,9 +23,7 @@ coro_loom::thread_local_const! {
 #[cfg(not(coro_untraced))]
 pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
     let stats = if crate::trace::stats_enabled() {
-        header
-            .stats_for_poll()
-            .map_or(PollStart::NONE, |stats| stats.poll_started())
+        header.count_poll_start()
     } else {
         PollStart::NONE
     };
@@ -64,9 +62,7 @@ impl Drop for Running<'_> {
     #[inline]
     fn drop(&mut self) {
         if self.stats.counted() {
-            if let Some(stats) = self.header.stats() {
-                stats.poll_ended(self.stats);
-            }
+            self.header.count_poll_end(self.stats);
         }
         self.header
             .set_state(self.header.state.load(Relaxed), SUSPENDED);

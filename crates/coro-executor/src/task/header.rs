@@ -10,7 +10,7 @@
 //! before anyone looked is still one), and the state byte left 56 bits of padding.
 
 use super::owner::OwnerRef;
-use crate::trace::{OwnedCell, StatsBlock, TaskStats, TraceCell};
+use crate::trace::{OwnedCell, PollStart, StatsBlock, TaskStats, TraceCell};
 use std::cell::Cell;
 use std::fmt;
 use std::ptr;
@@ -151,9 +151,7 @@ impl TaskHeader {
         {
             let word = self.state.load(Relaxed);
             if crate::trace::stats_enabled() {
-                if let Some(stats) = self.stats() {
-                    stats.on_scheduled(word & STATE != SCHEDULED);
-                }
+                self.count_schedule(word & STATE != SCHEDULED);
             }
             self.set_state(word, SCHEDULED);
         }
@@ -256,10 +254,38 @@ impl TaskHeader {
         Some(&unsafe { block.as_ref() }.stats)
     }
 
+    /// Counts a schedule of the task (statistics are on): out of line, one call, so that the
+    /// schedule path stays small while they are off.
+    #[inline(never)]
+    fn count_schedule(&self, woken: bool) {
+        if let Some(stats) = self.stats() {
+            stats.on_scheduled(woken);
+        }
+    }
+
+    /// Counts the start of a poll on this thread (statistics are on), installing the task's
+    /// block if it has none; what it returns goes to [`count_poll_end`](Self::count_poll_end).
+    #[inline(never)]
+    pub(crate) fn count_poll_start(&self) -> PollStart {
+        self.stats_for_poll()
+            .map_or(PollStart::NONE, TaskStats::poll_started)
+    }
+
+    /// Counts the end of the poll [`count_poll_start`](Self::count_poll_start) counted.
+    #[inline(never)]
+    pub(crate) fn count_poll_end(&self, start: PollStart) {
+        // Relaxed: this thread installed the block, or async-task ordered its install before
+        // this poll.
+        if let Some(block) = Self::block_of(self.trace.load(Relaxed)) {
+            // SAFETY: as in `tagged_cell`.
+            unsafe { block.as_ref() }.stats.poll_ended(start);
+        }
+    }
+
     /// The task's statistics for the poll starting on this thread: its block, installed now
     /// if it has none (statistics are on). Only the thread polling the task calls it.
-    #[inline(never)]
-    pub(crate) fn stats_for_poll(&self) -> Option<&TaskStats> {
+    #[inline]
+    fn stats_for_poll(&self) -> Option<&TaskStats> {
         let word = self.trace.load(Relaxed);
         let block = match Self::block_of(word) {
             Some(block) => block,

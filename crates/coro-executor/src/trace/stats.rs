@@ -293,7 +293,7 @@ impl PollStart {
 impl TaskStats {
     /// The task was scheduled (statistics are on): spawned, or woken if `woken` (it was
     /// polled before).
-    #[inline(never)]
+    #[inline]
     pub(crate) fn on_scheduled(&self, woken: bool) {
         if woken {
             self.wakes.store(self.wakes.load(Relaxed) + 1, Relaxed);
@@ -303,7 +303,7 @@ impl TaskStats {
 
     /// A poll starts (statistics are on); what it returns goes to
     /// [`poll_ended`](Self::poll_ended).
-    #[inline(never)]
+    #[inline]
     pub(crate) fn poll_started(&self) -> PollStart {
         let now = tick();
         let since = self.since.load(Relaxed);
@@ -317,7 +317,7 @@ impl TaskStats {
     }
 
     /// The poll that [`poll_started`](Self::poll_started) began (and counted) returned.
-    #[inline(never)]
+    #[inline]
     pub(crate) fn poll_ended(&self, start: PollStart) {
         let start = start.0;
         let now = tick();
