@@ -11,14 +11,15 @@
 //! One concept per file: `frame` (a frame of a stack), `cell` (a task's trace cell),
 //! `publish` (attaching a cell, publishing where the task suspends), `snapshot` (copies for
 //! dumps); `name` is a frame's compact name; `stats` the per-task counters for consoles and
-//! their on/off switch; `wait` what a suspended task waits on. Frames and cells are plain data, below the task
-//! layer (`crate::task`, whose header points at a cell); publication and snapshots work on
+//! their on/off switch; `wait` what a suspended task waits on, and `slot` its encoding in the
+//! task's header. Frames and cells are plain data, below the task layer (`crate::task`, whose header points at a cell); publication and snapshots work on
 //! tasks, above it.
 
 mod cell;
 mod frame;
 mod name;
 mod publish;
+mod slot;
 mod snapshot;
 mod stats;
 mod wait;
@@ -31,13 +32,13 @@ pub use frame::Frame;
 pub use publish::{
     attach, attach_owned, current_task_id, note_relinked, publish_suspension, without_publishing,
 };
+pub(crate) use slot::poll_starts;
 pub use snapshot::{TaskSnapshot, snapshot_tasks};
 pub(crate) use snapshot::{snapshot_list, snapshot_of};
 pub(crate) use stats::{PollStart, StatsBlock, TaskStats, set_worker_index};
 pub use stats::{
     REQUEST_KEEPS_ON, StatsGuard, collect_stats, request_stats, stats_clock_slack, stats_enabled,
 };
-pub(crate) use wait::poll_starts;
 pub use wait::{
     LockKind, WaitOn, WaitRegistration, begin_wait, end_wait, wait_on, wait_until_polled,
 };

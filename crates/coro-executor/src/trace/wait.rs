@@ -16,6 +16,10 @@
 //! task that returned `Pending` from there waits on it. Such waits of one poll count as one
 //! registration, marked in the slot, which the next poll start removes (`poll_starts`).
 
+use super::slot::{
+    ARG_MAX, ARG_SHIFT, COUNT_MASK, COUNT_ONE, KIND_MASK, OTHER, SLOT_SHIFT, TIMER, UNTIL_POLLED,
+    add_one, remove_one,
+};
 use crate::task::current;
 use crate::task::header::{STATE_BYTE, TaskHeader};
 use std::sync::atomic::Ordering::Relaxed;
@@ -80,26 +84,6 @@ pub enum WaitOn {
     Other,
 }
 
-/// Where the slot starts in the header's state word: above the state byte.
-const SLOT_SHIFT: u32 = STATE_BYTE.count_ones();
-const KIND_BITS: u32 = 4;
-/// The kind of [`WaitOn::Timer`] in a packed slot.
-const TIMER: u64 = 6;
-/// The kind of [`WaitOn::Other`] in a packed slot.
-const OTHER: u64 = 9;
-/// Up to 7 registrations alive are counted; more leave the slot [`WaitOn::Other`] for good.
-const COUNT_BITS: u32 = 3;
-/// One of the counted registrations is the poll's [`wait_until_polled`] ones.
-const UNTIL_POLLED: u64 = 1 << (KIND_BITS + COUNT_BITS);
-const ARG_SHIFT: u32 = KIND_BITS + COUNT_BITS + 1;
-const KIND_MASK: u64 = (1 << KIND_BITS) - 1;
-const COUNT_ONE: u64 = 1 << KIND_BITS;
-const COUNT_MASK: u64 = ((1 << COUNT_BITS) - 1) << KIND_BITS;
-/// Arguments are kept to the 48 bits above the kind and count: ids (a target past it reads as
-/// [`WaitOn::Other`]) and fds fit, and deadlines, in microseconds since the process's epoch,
-/// for nearly nine years of uptime.
-const ARG_MAX: u64 = (1 << (64 - SLOT_SHIFT - ARG_SHIFT)) - 1;
-
 impl WaitOn {
     fn pack(self) -> u64 {
         let (kind, arg) = match self {
@@ -148,18 +132,6 @@ impl WaitOn {
             _ => WaitOn::Other,
         })
     }
-}
-
-/// Removes the [`wait_until_polled`] waits from `word`, a task's state word, as its next poll
-/// starts; returns it unchanged if there are none (the common case: one test of a word the
-/// poll start loads anyway).
-#[inline]
-pub(crate) fn poll_starts(word: u64) -> u64 {
-    if word & (UNTIL_POLLED << SLOT_SHIFT) == 0 {
-        return word;
-    }
-    let slot = (word >> SLOT_SHIFT) & !UNTIL_POLLED;
-    (remove_one(slot) << SLOT_SHIFT) | (word & STATE_BYTE)
 }
 
 /// What the task of `header` waits on now, if it registered anything.
@@ -214,19 +186,6 @@ pub fn wait_on(on: WaitOn) -> WaitRegistration {
     let new = on.pack();
     update_slot(header, |word| add_one(word, new));
     WaitRegistration { task: header.id() }
-}
-
-/// `word` (a slot) with one more registration, of `new` (packed).
-fn add_one(word: u64, new: u64) -> u64 {
-    let count = word & COUNT_MASK;
-    if count == 0 {
-        new | COUNT_ONE
-    } else if count == COUNT_MASK {
-        // Saturated: stays Other until the task's slot is reset by ends.
-        word
-    } else {
-        OTHER | (word & UNTIL_POLLED) | (count + COUNT_ONE)
-    }
 }
 
 /// Registers that the task running on this thread waits on `on` until its next poll starts:
@@ -340,16 +299,6 @@ impl Drop for WaitRegistration {
 
 fn clear_one(header: &TaskHeader) {
     update_slot(header, remove_one);
-}
-
-/// `word` (a slot) with one registration fewer.
-fn remove_one(word: u64) -> u64 {
-    let count = word & COUNT_MASK;
-    match count {
-        0 => word,
-        COUNT_ONE => 0,
-        _ => (word & !COUNT_MASK) | (count - COUNT_ONE),
-    }
 }
 
 #[cfg(test)]
