@@ -12,8 +12,8 @@
 //! `publish` (attaching a cell, publishing where the task suspends), `snapshot` (copies for
 //! dumps); `name` is a frame's compact name; `stats` the per-task counters for consoles and
 //! their on/off switch; `wait` what a suspended task waits on, and `slot` its encoding in the
-//! task's header. Frames and cells are plain data, below the task layer (`crate::task`, whose header points at a cell); publication and snapshots work on
-//! tasks, above it.
+//! task's header. Frames and cells are plain data, below the task layer (`crate::task`, whose
+//! header points at a cell); publication and snapshots work on tasks, above it.
 
 mod cell;
 mod frame;
