@@ -130,11 +130,13 @@ pub struct TaskInfo {
     /// Running, scheduled or suspended.
     #[serde(serialize_with = "state")]
     pub state: TaskState,
-    /// Time since it was spawned (since the first snapshot that saw it, for a task spawned
-    /// while statistics were off).
+    /// Time since it was spawned, for a task spawned while statistics were on. A task spawned
+    /// before has no statistics until its first poll after they came on: zero until then,
+    /// and from then on a lower bound, counted from the first snapshot that saw it.
     #[serde(serialize_with = "seconds")]
     pub age: Duration,
-    /// Polls counted.
+    /// Polls counted while statistics were on (for a task spawned before they came on, from
+    /// its first poll after: it shows zero counters until then).
     pub polls: u64,
     /// Time inside polls, summed.
     #[serde(serialize_with = "seconds")]
