@@ -35,7 +35,7 @@ pub use publish::{
 pub(crate) use slot::poll_starts;
 pub use snapshot::{TaskSnapshot, snapshot_tasks};
 pub(crate) use snapshot::{snapshot_list, snapshot_of};
-pub(crate) use stats::{PollStart, StatsBlock, TaskStats, set_worker_index};
+pub(crate) use stats::{PollStart, StatsBlock, TaskStats, is_mark, set_worker_index, spawn_mark};
 pub use stats::{
     REQUEST_KEEPS_ON, StatsGuard, collect_stats, request_stats, stats_clock_slack, stats_enabled,
 };

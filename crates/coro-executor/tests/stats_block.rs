@@ -1,9 +1,9 @@
-//! Per-task statistics live in a block outside the task, made only while statistics are on:
-//! a task spawned before they came on has none (zero counters, no time in its state) until its
-//! first poll after, which gives it one and counts from there; a task spawned while they are on
-//! has one from the spawn, so its time queued before a first poll is known (what `Starving`
-//! needs). What a task waits on lives in its header, so a wait registered while nobody looked
-//! is seen by the first look.
+//! Per-task statistics live in a block outside the task, made only when a task suspends while
+//! statistics are on: a task spawned before they came on has none (zero counters, no time in
+//! its state) until its first poll after, which counts and, as it suspends, gives it one; a
+//! task spawned while they are on is marked at its spawn, so its time queued before a first
+//! poll is known (what `Starving` needs). What a task waits on lives in its header, so a wait
+//! registered while nobody looked is seen by the first look.
 //!
 //! Statistics are process-wide, so this is its own test binary with one `#[test]`, which turns
 //! them on midway.
@@ -45,7 +45,7 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 #[test]
-fn blocks_are_made_at_spawn_or_first_poll_while_statistics_are_on_and_waits_are_always_seen() {
+fn statistics_count_from_the_first_poll_after_they_came_on_and_waits_are_always_seen() {
     assert!(
         !stats_enabled(),
         "nothing in this binary asked for statistics yet"

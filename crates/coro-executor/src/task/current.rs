@@ -35,6 +35,7 @@ pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
         header,
         prev,
         stats,
+        pending: false,
     }
 }
 
@@ -47,6 +48,7 @@ pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
         header,
         prev: ptr::null(),
         stats: PollStart::NONE,
+        pending: false,
     }
 }
 
@@ -55,6 +57,17 @@ pub(crate) struct Running<'a> {
     header: &'a TaskHeader,
     prev: *const TaskHeader,
     stats: PollStart,
+    /// The poll returned `Pending` (see [`Running::suspends`]).
+    pending: bool,
+}
+
+impl Running<'_> {
+    /// The poll returns `Pending`: the task suspends (its statistics need a block to outlive
+    /// the poll; a poll that finishes the task needs none).
+    #[inline]
+    pub(crate) fn suspends(&mut self) {
+        self.pending = true;
+    }
 }
 
 #[cfg(not(coro_untraced))]
@@ -62,7 +75,7 @@ impl Drop for Running<'_> {
     #[inline]
     fn drop(&mut self) {
         if self.stats.counted() {
-            self.header.count_poll_end(self.stats);
+            self.header.count_poll_end(self.stats, self.pending);
         }
         self.header
             .set_state(self.header.state.load(Relaxed), SUSPENDED);

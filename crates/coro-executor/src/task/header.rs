@@ -123,16 +123,13 @@ impl TaskHeader {
 
     /// A header for a new task whose schedule function finds its executor through `owner`.
     pub(crate) fn with_owner(owner: Option<OwnerRef>) -> TaskHeader {
-        // Spawned while statistics are on: its block from the start, so that its time queued
-        // before the first poll counts (a task that never gets polled is the one that starves).
-        let trace = StatsBlock::for_spawn(ptr::null_mut()).map_or(ptr::null_mut(), |block| {
-            block.as_ptr().map_addr(|a| a | STATS_BLOCK).cast()
-        });
         TaskHeader {
             id: next_id(),
-            trace: AtomicPtr::new(trace),
+            trace: AtomicPtr::new(ptr::null_mut()),
             state: AtomicU64::new(SCHEDULED),
-            last: AtomicUsize::new(UNKNOWN),
+            // Spawned while statistics are on: marked, so that its time queued before its first
+            // poll is known (a task that never gets polled is the one that starves).
+            last: AtomicUsize::new(crate::trace::spawn_mark(UNKNOWN)),
             owner,
         }
     }
@@ -263,42 +260,39 @@ impl TaskHeader {
         }
     }
 
-    /// Counts the start of a poll on this thread (statistics are on), installing the task's
-    /// block if it has none; what it returns goes to [`count_poll_end`](Self::count_poll_end).
+    /// Counts the start of a poll on this thread (statistics are on); what it returns goes to
+    /// [`count_poll_end`](Self::count_poll_end). A task without a block is marked running
+    /// since now in its `last` word (see `trace/stats.rs`, `mark`).
     #[inline(never)]
     pub(crate) fn count_poll_start(&self) -> PollStart {
-        self.stats_for_poll()
-            .map_or(PollStart::NONE, TaskStats::poll_started)
-    }
-
-    /// Counts the end of the poll [`count_poll_start`](Self::count_poll_start) counted.
-    #[inline(never)]
-    pub(crate) fn count_poll_end(&self, start: PollStart) {
-        // Relaxed: this thread installed the block, or async-task ordered its install before
-        // this poll.
-        if let Some(block) = Self::block_of(self.trace.load(Relaxed)) {
+        match Self::block_of(self.trace.load(Relaxed)) {
             // SAFETY: as in `tagged_cell`.
-            unsafe { block.as_ref() }.stats.poll_ended(start);
+            Some(block) => unsafe { block.as_ref() }.stats.poll_started(),
+            None => PollStart::first(&self.last),
         }
     }
 
-    /// The task's statistics for the poll starting on this thread: its block, installed now
-    /// if it has none (statistics are on). Only the thread polling the task calls it.
-    #[inline]
-    fn stats_for_poll(&self) -> Option<&TaskStats> {
+    /// Counts the end of the poll [`count_poll_start`](Self::count_poll_start) counted, which
+    /// returned `Pending` if `pending`. A task without a block gets one when it suspends: one
+    /// that finishes in its first poll never allocates one.
+    #[inline(never)]
+    pub(crate) fn count_poll_end(&self, start: PollStart, pending: bool) {
+        // Relaxed: only this thread (polling the task) installs a block.
         let word = self.trace.load(Relaxed);
-        let block = match Self::block_of(word) {
-            Some(block) => block,
-            None => {
-                let block = StatsBlock::for_poll(word)?;
-                // Release: a snapshot that sees the block sees the cell pointer moved into it.
-                self.trace
-                    .store(block.as_ptr().map_addr(|a| a | STATS_BLOCK).cast(), Release);
-                block
+        if let Some(block) = Self::block_of(word) {
+            // SAFETY: as in `tagged_cell`.
+            unsafe { block.as_ref() }.stats.poll_ended(start);
+        } else if pending {
+            let block = StatsBlock::after_first_poll(word, start);
+            // Release: a snapshot that sees the block sees the cell pointer moved into it.
+            self.trace
+                .store(block.as_ptr().map_addr(|a| a | STATS_BLOCK).cast(), Release);
+            // The running mark is the block's business now (a mark in `last` only makes the next
+            // publication compare the whole stack, as `UNKNOWN` does).
+            if crate::trace::is_mark(self.last.load(Relaxed)) {
+                self.last.store(UNKNOWN, Relaxed);
             }
-        };
-        // SAFETY: as in `tagged_cell`.
-        Some(&unsafe { block.as_ref() }.stats)
+        }
     }
 
     fn block_of(word: *mut TraceCell) -> Option<ptr::NonNull<StatsBlock>> {
@@ -320,15 +314,18 @@ pub(crate) const OWNED_CELL: usize = 1;
 /// on or not, which the memory budgets forbid; an index into a global slab kept in the state
 /// word's padding would leave no room for the wait slot there. The tag costs nothing while
 /// statistics are off (no block, nothing to read), and one dependent load per poll while they
-/// are on. A block stays until the task ends: freeing it when statistics go off would race with
-/// a snapshot reading it.
+/// are on. A block is made only when a task suspends while they are on (at the end of that
+/// poll, on the thread that polled it): most tasks of a spawn-heavy service finish in their
+/// first poll, and a block made at the spawn cost those a second allocation (and a cache line
+/// moved to the worker that polls it). A block stays until the task ends: freeing it when
+/// statistics go off would race with a snapshot reading it.
 pub(crate) const STATS_BLOCK: usize = 2;
 
 impl Drop for TaskHeader {
     fn drop(&mut self) {
         let mut tagged = *self.trace.get_mut();
         if let Some(block) = Self::block_of(tagged) {
-            // SAFETY: a block came from `Box::into_raw` (`StatsBlock::for_spawn`/`for_poll`)
+            // SAFETY: a block came from `Box::leak` (`StatsBlock::after_first_poll`)
             // and only this drop frees it; the task is gone, so no snapshot reads it any more.
             let block = unsafe { Box::from_raw(block.as_ptr()) };
             tagged = block.cell.load(Relaxed);

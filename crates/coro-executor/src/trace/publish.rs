@@ -88,12 +88,21 @@ pub unsafe fn attach(cell: &TraceCell, root: &Frame) -> bool {
     match current_header() {
         Some(header) => {
             cell.root.store(ptr::from_ref(root).cast_mut(), Relaxed);
-            header.last.store(UNKNOWN, Relaxed);
+            forget_last(header);
             // Release: a snapshot that sees the cell sees its root.
             header.set_cell(ptr::from_ref(cell).cast_mut());
             true
         }
         None => false,
+    }
+}
+
+/// Makes the next publication of the task compare its whole stack: `last` becomes `UNKNOWN`,
+/// unless it holds a statistics time mark (`trace/stats.rs`), which snapshots still read and
+/// which no frame address equals either.
+fn forget_last(header: &TaskHeader) {
+    if !super::stats::is_mark(header.last.load(Relaxed)) {
+        header.last.store(UNKNOWN, Relaxed);
     }
 }
 
@@ -138,7 +147,7 @@ pub fn attach_owned(root: &Frame) -> bool {
             .store(ptr::addr_of_mut!((*owned).root), Relaxed);
         ptr::addr_of_mut!((*owned).cell)
     };
-    header.last.store(UNKNOWN, Relaxed);
+    forget_last(header);
     // Release (in `set_cell`): a snapshot that sees the cell sees its root. Only the polling
     // thread attaches.
     header.set_cell(cell.map_addr(|addr| addr | OWNED_CELL));
@@ -282,7 +291,7 @@ pub fn note_relinked() {
     if state & PUBLISHED == 0 {
         header.state.store(state | RELINKED, Relaxed);
     } else {
-        header.last.store(UNKNOWN, Relaxed);
+        forget_last(header);
     }
 }
 

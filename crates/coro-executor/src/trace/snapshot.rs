@@ -429,10 +429,15 @@ unsafe fn snapshot_at(header: &TaskHeader, now: u64) -> TaskSnapshot {
         state: header.state(),
         name,
         frames,
-        // No block: spawned before statistics were on and not polled since (zero counters).
-        stats: header
-            .stats()
-            .map_or_else(StatsCopy::default, |stats| stats.read(now)),
+        // No block: not suspended since statistics came on (zero counters; its time in its
+        // state from its mark, if it has one).
+        stats: header.stats().map_or_else(
+            || {
+                let last = header.last.load(Relaxed);
+                StatsCopy::of_mark(last, now, header.state() == TaskState::Scheduled)
+            },
+            |stats| stats.read(now),
+        ),
         waiting_on: super::wait::read_slot(header),
     }
 }

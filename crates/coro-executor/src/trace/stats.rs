@@ -5,9 +5,10 @@
 //! Rule: while nobody has asked for statistics recently, a poll costs one relaxed load of
 //! [`ENABLED`] more than without them (the guard of the poll keeps what it read), and a
 //! schedule one more; no task has a block, so the tasks are no bigger. While they are on, a
-//! task spawned gets its block at once and a task polled without one gets it then (installed
-//! by its header: see `task/header.rs`, `STATS_BLOCK`); a task spawned before and not polled
-//! since has none and shows zero counters. The thread that polls or schedules a task writes
+//! task gets its block when it suspends (installed by its header: see `task/header.rs`,
+//! `STATS_BLOCK`); until then a time [`mark`] in its header says since when it has been queued
+//! or running. A task spawned before they came on and not polled since has neither and shows
+//! zero counters. The thread that polls or schedules a task writes
 //! its counters with plain loads and stores: async-task runs a task's poll and its schedule
 //! function one at a time, with its own state atomics ordering one before the next, so each
 //! counter has one writer at a time. Readers (snapshots) may see a counter one event behind.
@@ -224,34 +225,84 @@ pub(crate) struct StatsBlock {
 }
 
 impl StatsBlock {
-    /// A block for a task being spawned, holding `cell`, if statistics are on.
-    #[inline]
-    pub(crate) fn for_spawn(cell: *mut TraceCell) -> Option<NonNull<StatsBlock>> {
-        if !stats_enabled() {
-            return None;
-        }
-        // Queued from its creation on (some executors get a new task's first schedule
-        // directly, not through its schedule function).
+    /// The block of a task whose first counted poll (begun at `start`, see
+    /// [`PollStart::first`]) just returned `Pending`, holding `cell`: that poll counted.
+    pub(crate) fn after_first_poll(cell: *mut TraceCell, start: PollStart) -> NonNull<StatsBlock> {
         let now = tick();
-        Some(Self::new(cell, now, now))
-    }
-
-    /// A block for a task starting a poll without one, holding `cell`, if statistics are on.
-    /// When it was spawned and queued is unknown (a snapshot dates it by its first look).
-    pub(crate) fn for_poll(cell: *mut TraceCell) -> Option<NonNull<StatsBlock>> {
-        stats_enabled().then(|| Self::new(cell, 0, 0))
-    }
-
-    fn new(cell: *mut TraceCell, created: u64, since: u64) -> NonNull<StatsBlock> {
+        // Its spawn time, if it was marked at its spawn (then it was queued since, until this
+        // poll): counted if statistics were on since then (a mark of an earlier period is not
+        // this period's time, see the module doc).
+        let spawned = start.queued_since;
+        let queued = if spawned != 0 && spawned >= ON_SINCE.load(Relaxed) {
+            start.at.saturating_sub(spawned)
+        } else {
+            0
+        };
         let block = Box::new(StatsBlock {
             stats: TaskStats {
-                created: AtomicU64::new(created),
-                since: AtomicU64::new(since),
+                created: AtomicU64::new(spawned),
+                polls: AtomicU64::new(1),
+                busy: AtomicU64::new(now.saturating_sub(start.at)),
+                queued: AtomicU64::new(queued),
+                since: AtomicU64::new(now),
+                worker: AtomicU32::new(WORKER.with(Cell::get)),
                 ..TaskStats::default()
             },
             cell: AtomicPtr::new(cell),
         });
         NonNull::from(Box::leak(block))
+    }
+}
+
+/// A time mark, for a task without a [`StatsBlock`] while statistics are on, in its header's
+/// `last` word: the top bit set (no user-space address has it, so publication never takes a
+/// mark for the frame it last published, and treats it as "compare the whole stack"), the time
+/// in units of 2^20 ns (about a millisecond, the tick's own resolution; rounded up, so a time
+/// in a state read from a mark errs short, never raising a verdict early), and the worker that
+/// set it (its index plus one, 0 for none, as [`WORKER`]). Set at the spawn (queued since then)
+/// and at the start of its first counted poll (running since then, on that worker): what
+/// `Starving`, `LongPoll` and a worker's current task need of a task that never suspended,
+/// without allocating anything for the many tasks that finish in their first poll. Needs
+/// 64-bit words.
+#[inline]
+pub(crate) fn mark(at: u64, worker: u32) -> usize {
+    let units = at.div_ceil(1 << MARK_UNIT_SHIFT);
+    (MARK | (units << MARK_WORKER_BITS) | u64::from(worker & MARK_WORKER_MASK)) as usize
+}
+
+/// The time of a [`mark`], if `last` is one.
+#[inline]
+pub(crate) fn mark_time(last: usize) -> Option<u64> {
+    let last = last as u64;
+    (last & MARK != 0).then(|| ((last & !MARK) >> MARK_WORKER_BITS) << MARK_UNIT_SHIFT)
+}
+
+/// The worker of a [`mark`] (as [`WORKER`]), if `last` is one.
+#[inline]
+fn mark_worker(last: usize) -> Option<u32> {
+    let last = last as u64;
+    (last & MARK != 0).then_some((last as u32) & MARK_WORKER_MASK)
+}
+
+/// Whether `last` is a [`mark`].
+#[inline]
+pub(crate) fn is_mark(last: usize) -> bool {
+    last as u64 & MARK != 0
+}
+
+const MARK: u64 = 1 << 63;
+const MARK_UNIT_SHIFT: u32 = 20;
+const MARK_WORKER_BITS: u32 = 23;
+const MARK_WORKER_MASK: u32 = (1 << MARK_WORKER_BITS) - 1;
+
+/// The `last` word of a task being spawned: a [`mark`] of now while statistics are on, else
+/// `unknown`.
+#[inline]
+pub(crate) fn spawn_mark(unknown: usize) -> usize {
+    if stats_enabled() {
+        mark(tick(), 0)
+    } else {
+        unknown
     }
 }
 
@@ -274,19 +325,36 @@ pub(crate) struct TaskStats {
     worker: AtomicU32,
 }
 
-/// What a poll's guard keeps: whether it counts, and when it started.
+/// What a poll's guard keeps: whether it counts, when it started, and for a task without a
+/// block, when it was spawned (its spawn [`mark`]; 0 if unknown).
 #[derive(Clone, Copy)]
-pub(crate) struct PollStart(u64);
+pub(crate) struct PollStart {
+    at: u64,
+    queued_since: u64,
+}
 
 impl PollStart {
     /// A poll that is not counted.
     #[allow(dead_code)]
-    pub(crate) const NONE: PollStart = PollStart(0);
+    pub(crate) const NONE: PollStart = PollStart {
+        at: 0,
+        queued_since: 0,
+    };
 
     /// Whether the poll is counted.
     #[inline]
     pub(crate) fn counted(self) -> bool {
-        self.0 != 0
+        self.at != 0
+    }
+
+    /// The start of a counted poll of a task without a block, whose header's `last` word is
+    /// `last`: takes its spawn mark, if any, and marks it running since now.
+    #[inline]
+    pub(crate) fn first(last: &AtomicUsize) -> PollStart {
+        let at = tick();
+        let queued_since = mark_time(last.load(Relaxed)).unwrap_or(0);
+        last.store(mark(at, WORKER.with(Cell::get)), Relaxed);
+        PollStart { at, queued_since }
     }
 }
 
@@ -313,13 +381,16 @@ impl TaskStats {
         }
         self.since.store(now, Relaxed);
         self.worker.store(WORKER.with(Cell::get), Relaxed);
-        PollStart(now)
+        PollStart {
+            at: now,
+            queued_since: 0,
+        }
     }
 
     /// The poll that [`poll_started`](Self::poll_started) began (and counted) returned.
     #[inline]
     pub(crate) fn poll_ended(&self, start: PollStart) {
-        let start = start.0;
+        let start = start.at;
         let now = tick();
         self.busy
             .store(self.busy.load(Relaxed) + now.saturating_sub(start), Relaxed);
@@ -340,13 +411,36 @@ impl TaskStats {
         let since = self.since.load(Relaxed);
         StatsCopy {
             age: Duration::from_nanos(now.saturating_sub(created)),
+            in_state_for: in_state_for(since, now),
             polls: self.polls.load(Relaxed),
             busy: Duration::from_nanos(self.busy.load(Relaxed)),
             queued: Duration::from_nanos(self.queued.load(Relaxed)),
             wakes: self.wakes.load(Relaxed),
             worker: (self.worker.load(Relaxed) as usize).checked_sub(1),
-            in_state_for: (stats_enabled() && since >= ON_SINCE.load(Relaxed) && since <= now)
-                .then(|| Duration::from_nanos(now - since)),
+        }
+    }
+}
+
+/// How long a task that entered its state at `since` has been in it at `now`, if `since` was
+/// recorded while statistics have been on (see the module doc).
+fn in_state_for(since: u64, now: u64) -> Option<Duration> {
+    (stats_enabled() && since >= ON_SINCE.load(Relaxed) && since <= now)
+        .then(|| Duration::from_nanos(now - since))
+}
+
+impl StatsCopy {
+    /// What a snapshot at `now` knows of a task without a block whose header's `last` word is
+    /// `last`: how long it has been in its state if that is marked (a [`mark`]), and, for a task
+    /// still queued since its spawn mark (`never_polled`), its age.
+    pub(crate) fn of_mark(last: usize, now: u64, never_polled: bool) -> StatsCopy {
+        let in_state = mark_time(last).and_then(|since| in_state_for(since, now));
+        StatsCopy {
+            age: in_state.filter(|_| never_polled).unwrap_or_default(),
+            in_state_for: in_state,
+            worker: mark_worker(last)
+                .filter(|_| in_state.is_some())
+                .and_then(|w| (w as usize).checked_sub(1)),
+            ..StatsCopy::default()
         }
     }
 }
