@@ -274,7 +274,7 @@ pub(crate) fn mark(at: u64, worker: u32) -> usize {
 #[inline]
 pub(crate) fn mark_time(last: usize) -> Option<u64> {
     let last = last as u64;
-    (last & MARK != 0).then(|| ((last & !MARK) >> MARK_WORKER_BITS) << MARK_UNIT_SHIFT)
+    (last & MARK != 0).then_some(((last & !MARK) >> MARK_WORKER_BITS) << MARK_UNIT_SHIFT)
 }
 
 /// The worker of a [`mark`] (as [`WORKER`]), if `last` is one.
