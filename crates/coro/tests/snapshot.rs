@@ -475,14 +475,20 @@ fn sleeping_and_receiving_tasks_say_what_they_wait_on() {
     sleeper.cancel();
 }
 
-#[test]
-fn socket_reads_and_promises_say_what_they_wait_on_until_they_are_polled_again() {
-    let pool = pool("io-promise-pool", 1);
+/// A listener on a free local port, bound on `pool` (sockets belong to a pool's IO driver).
+fn listen(pool: &ThreadPool) -> (coro::net::TcpListener, std::net::SocketAddr) {
     let listener = coro::block_wait(
-        coro::Task::new(coro::net::TcpListener::bind("127.0.0.1:0")).schedule_on(&pool),
+        coro::Task::new(coro::net::TcpListener::bind("127.0.0.1:0")).schedule_on(pool),
     )
     .unwrap();
     let addr = listener.local_addr().unwrap();
+    (listener, addr)
+}
+
+#[test]
+fn socket_reads_and_promises_say_what_they_wait_on_until_they_are_polled_again() {
+    let pool = pool("io-promise-pool", 1);
+    let (listener, addr) = listen(&pool);
     let reader = coro::Task::new(async move {
         use futures::AsyncReadExt;
         let mut stream = coro::net::TcpStream::connect(addr).await.unwrap();
@@ -559,11 +565,7 @@ fn socket_reads_and_promises_say_what_they_wait_on_until_they_are_polled_again()
 #[test]
 fn a_task_polled_again_after_a_socket_wait_no_longer_claims_it() {
     let pool = pool("io-repoll-pool", 1);
-    let listener = coro::block_wait(
-        coro::Task::new(coro::net::TcpListener::bind("127.0.0.1:0")).schedule_on(&pool),
-    )
-    .unwrap();
-    let addr = listener.local_addr().unwrap();
+    let (listener, addr) = listen(&pool);
     let (go_tx, go_rx) = oneshot::channel::<()>();
     // Reads with nothing to read (a socket wait, beside a timer's), is polled again by the
     // timeout, which wins before the read is polled again (biased), and then waits on the
