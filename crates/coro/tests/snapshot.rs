@@ -435,6 +435,15 @@ fn held_wait(barrier: &std::sync::Arc<coro::sync::Barrier>) {
     coro::block_wait(barrier.wait());
 }
 
+/// What the suspended task named `name` waits on, if it is suspended and waits on something.
+fn suspended_waiting_on(snap: &Snapshot, name: &str) -> Option<WaitTarget> {
+    snap.tasks
+        .iter()
+        .find(|t| t.name == name && t.state == TaskState::Suspended)?
+        .waiting_on
+        .clone()
+}
+
 #[test]
 fn sleeping_and_receiving_tasks_say_what_they_wait_on() {
     let pool = pool("waits-pool", 1);
@@ -452,13 +461,7 @@ fn sleeping_and_receiving_tasks_say_what_they_wait_on() {
     .schedule_on(&pool)
     .start();
     let (timer, channel) = wait_for(Duration::from_secs(5), |snap| {
-        let of = |name: &str| {
-            snap.tasks
-                .iter()
-                .find(|t| t.name == name && t.state == TaskState::Suspended)?
-                .waiting_on
-                .clone()
-        };
+        let of = |name: &str| suspended_waiting_on(snap, name);
         Some((of("sleeper")?, of("receiver")?))
     });
     match timer {
@@ -518,13 +521,7 @@ fn socket_reads_and_promises_say_what_they_wait_on_until_they_are_polled_again()
         .start();
 
     let (io, promised, batoned) = wait_for(Duration::from_secs(5), |snap| {
-        let of = |name: &str| {
-            snap.tasks
-                .iter()
-                .find(|t| t.name == name && t.state == TaskState::Suspended)?
-                .waiting_on
-                .clone()
-        };
+        let of = |name: &str| suspended_waiting_on(snap, name);
         Some((
             of("socket-reader")?,
             of("promise-awaiter")?,

@@ -243,7 +243,9 @@ impl StatsBlock {
                 // The mark rounded the spawn time up: a unit less is at or before it (an age
                 // errs long, as one read from the tick does, and is never below the busy time).
                 created: AtomicU64::new(
-                    spawned.saturating_sub(1 << MARK_UNIT_SHIFT).max(u64::from(spawned != 0)),
+                    spawned
+                        .saturating_sub(1 << MARK_UNIT_SHIFT)
+                        .max(u64::from(spawned != 0)),
                 ),
                 polls: AtomicU64::new(1),
                 busy: AtomicU64::new(now.saturating_sub(start.at)),
