@@ -32,6 +32,7 @@ pub use frame::Frame;
 pub use publish::{
     attach, attach_owned, current_task_id, note_relinked, publish_suspension, without_publishing,
 };
+#[cfg(not(coro_untraced))]
 pub(crate) use slot::poll_starts;
 pub use snapshot::{TaskSnapshot, snapshot_tasks};
 pub(crate) use snapshot::{snapshot_list, snapshot_of};
