@@ -43,11 +43,16 @@ pub enum Warning {
         tasks: Vec<u64>,
     },
     /// A suspended task, in no queue, that no waker can wake any more. Never raised today:
-    /// proving it needs the count of the task's wakers alive, which async-task keeps in its
-    /// task header's state word (references beyond the engine's own: the task list's waker
-    /// and the `JoinHandle`) with no API to read it; with such an accessor (or wakers coro
-    /// wraps and counts), a suspended task whose count shows no waker besides the engine's
-    /// is proven lost.
+    /// proving it needs the task's reference count, which async-task (4.7) keeps in the state
+    /// word of its own task header (one reference per `Waker` and per `Runnable`; the
+    /// `JoinHandle`'s `Task` is a flag, not a reference) and exposes no way to read, and its
+    /// header is not `repr(C)`, so coro cannot read the word either. With one atomic read of
+    /// that word (an accessor given a task's `Waker`, such as the one each pool task's entry
+    /// in the task list keeps), "not SCHEDULED, not RUNNING, not COMPLETED or CLOSED, and one
+    /// reference (the list's own waker)" is a proof: with no `Runnable` and no other waker,
+    /// nothing can make one. Counting wakers in coro instead (a waker vtable of coro's around
+    /// async-task's) would need the inner vtable's address in every task's header, 8 bytes the
+    /// memory budget has no room for, and an atomic add on every waker clone and drop.
     LostWake {
         /// The task.
         task: u64,
