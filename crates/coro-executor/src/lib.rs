@@ -20,6 +20,8 @@
 //! - [`ThreadPool::spawn_blocking`] moves blocking code off the workers.
 //! - [`trace`] lists every live task (id, state, async stack) for task dumps.
 //! - [`time`] has deadline futures on a hierarchical timer wheel, usable from any executor.
+//! - [`sim`] runs a pool's logical workers on one thread as a seeded, replayable simulation,
+//!   with a virtual clock for its timers.
 //!
 //! ```
 //! use coro_executor::ThreadPool;
@@ -47,11 +49,13 @@
 mod blocking;
 mod executor;
 mod inline;
-#[cfg(all(unix, not(any(loom, shuttle))))]
+// Under the model checkers only the readiness word and its models (the OS poller cannot run).
+#[cfg(any(all(unix, not(any(loom, shuttle))), all(test, any(loom, shuttle))))]
 pub mod io;
 mod loom;
 mod manual;
 mod pool;
+pub mod sim;
 mod task;
 pub mod time;
 pub mod trace;
@@ -118,7 +122,7 @@ where
     R: Send + 'static,
 {
     match pool::current_shared() {
-        Some(shared) => shared.blocking.spawn(f),
+        Some(shared) => shared.spawn_blocking(f),
         None => default_pool().spawn_blocking(f),
     }
 }

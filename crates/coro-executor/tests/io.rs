@@ -15,11 +15,10 @@ use std::time::{Duration, Instant};
 async fn read_some(stream: &UnixStream, registration: &Registration) -> std::io::Result<Vec<u8>> {
     let mut buf = [0u8; 64];
     loop {
+        let ready = std::future::poll_fn(|cx| registration.poll_read_ready(cx)).await?;
         match (&*stream).read(&mut buf) {
             Ok(n) => return Ok(buf[..n].to_vec()),
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                std::future::poll_fn(|cx| registration.poll_read_ready(cx)).await?;
-            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => registration.clear_readiness(ready),
             Err(e) => return Err(e),
         }
     }

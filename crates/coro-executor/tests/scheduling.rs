@@ -2,7 +2,8 @@
 //! `ThreadPool::metrics()`: the next slot (and its cap of 3 in a row while the queue waits), yields going to the back of
 //! the queue, overflow of a full local queue to the global queue, the global queue checked first
 //! every 61st tick, wake-ups from other threads not starved by a yield loop, the cap on searching
-//! workers, parking when idle, and the `BuildError` for zero workers.
+//! workers, parking when idle, a searcher's linger (kept while it absorbs wake-ups, backed off
+//! when it absorbs none), and the `BuildError` for zero workers.
 //!
 //! Most tests use a single worker, where the order of events is fully determined by the policy.
 
@@ -445,11 +446,13 @@ fn at_most_half_of_the_workers_search_at_once() {
     burst_and_idle(2, 1);
 }
 
-/// A worker that found nothing keeps searching for a while (`SEARCH_LINGER`, 50 µs) while
+/// A worker that found nothing keeps searching for a while (its linger, `pool/linger.rs`) while
 /// another worker runs, instead of parking at once: two tasks that wake each other into the
 /// next slot of one worker then do not wake the other worker (a futex wake) for most hand-offs.
 /// Without the linger the other worker was woken, found the task already run, and parked again
-/// about every 14 µs of the ping-pong.
+/// about every 14 µs of the ping-pong. The linger never finds work here (the busy worker runs
+/// its next slot itself); what keeps it going is the pushes it absorbs, each of which finds it
+/// searching and so wakes nobody.
 #[test]
 fn a_searcher_lingers_while_another_worker_ping_pongs_instead_of_parking_at_once() {
     const ROUNDS: usize = 50_000;
@@ -483,6 +486,64 @@ fn a_searcher_lingers_while_another_worker_ping_pongs_instead_of_parking_at_once
         parks * 50 < ROUNDS as u64,
         "{parks} parks during {ROUNDS} round trips: the idle worker was woken and parked again \
          for a ping-pong that never needed it: {m:?}"
+    );
+}
+
+/// The other side of the linger (`pool/linger.rs`): a searcher whose lingers absorb no push and
+/// find no work backs off to one pass per linger and then parks. One worker stays inside a poll
+/// for the whole test (so the other always sees someone awake, the condition to linger), and
+/// tasks are spawned from outside one at a time, each awaited and then a pause longer than any
+/// linger: each wakes the other worker, which runs it, lingers in vain and parks. With a fixed
+/// 50 µs linger each of those wake-ups cost about 15-50 passes of spinning.
+#[test]
+fn a_searcher_whose_lingers_absorb_nothing_backs_off_to_one_pass_before_parking() {
+    const WARM_UP: usize = 50;
+    const WAKE_UPS: usize = 300;
+    let pool = ThreadPool::builder()
+        .worker_threads(2)
+        .handoff_after(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (held_tx, held_rx) = mpsc::channel();
+    let holder = pool.spawn({
+        let stop = stop.clone();
+        async move {
+            held_tx.send(()).unwrap();
+            while !stop.load(SeqCst) {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    });
+    held_rx.recv_timeout(TIMEOUT).unwrap();
+    let one_task = |pool: &ThreadPool| {
+        wait("a lone task", pool.spawn(async {})).unwrap();
+        // Longer than a whole linger even in a sanitizer build: the next spawn comes when the
+        // other worker has parked, not while it lingers (it would find it, and that pays).
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    for _ in 0..WARM_UP {
+        one_task(&pool);
+    }
+    let before = pool.metrics();
+    for _ in 0..WAKE_UPS {
+        one_task(&pool);
+    }
+    let after = pool.metrics();
+    stop.store(true, SeqCst);
+    wait("the holder", holder).unwrap();
+    let parks = sum(&after, |w| w.parks) - sum(&before, |w| w.parks);
+    let passes = sum(&after, |w| w.linger_passes) - sum(&before, |w| w.linger_passes);
+    assert!(
+        parks as usize >= WAKE_UPS / 2,
+        "only {parks} parks for {WAKE_UPS} lone tasks: the free worker was not woken for each, \
+         so this is not the workload the test means: {after:?}"
+    );
+    // One pass per linger once backed off; a stray absorbed push may double the next one.
+    assert!(
+        passes <= 2 * parks,
+        "{passes} linger passes before {parks} parks: lingers that absorbed nothing did not back \
+         off: {after:?}"
     );
 }
 

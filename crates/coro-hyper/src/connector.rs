@@ -7,7 +7,9 @@
 //! (TCP and TLS handshake both) fails promptly when the calling task is cancelled, since
 //! `coro::net`'s connect is cancellation-aware and the handshake runs inside a cancellable wait.
 
+#[cfg(feature = "rustls")]
 use crate::CoroIo;
+use crate::tcp_io::TcpIo;
 use coro::net::TcpStream;
 use http::Uri;
 use hyper_util::client::legacy::connect::{Connected, Connection};
@@ -122,7 +124,7 @@ impl CoroConnector {
         }
         let stream = tcp(host, port).await?;
         Ok(CoroConnection {
-            inner: Inner::Plain(CoroIo::new(stream)),
+            inner: Inner::Plain(TcpIo::new(stream)),
         })
     }
 
@@ -299,7 +301,7 @@ pub struct CoroConnection {
 }
 
 enum Inner {
-    Plain(CoroIo<TcpStream>),
+    Plain(TcpIo),
     #[cfg(feature = "rustls")]
     Tls(Box<CoroIo<futures_rustls::client::TlsStream<TcpStream>>>),
 }
@@ -431,6 +433,11 @@ impl hyper::rt::Write for CoroConnection {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         delegate!(self, io => io.poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        // A plain stream writes vectored; TLS (through `CoroIo`) gets flattened buffers.
+        matches!(self.inner, Inner::Plain(_))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -155,9 +155,9 @@ impl<T: futures_io::AsyncWrite> hyper::rt::Write for CoroIo<T> {
 
     // `is_write_vectored` stays `false`: `futures_io` cannot say whether a writer has real
     // vectored writes (its default writes the first buffer only), so hyper flattens a response
-    // into one buffer, which costs a copy and never a second syscall. For a writer known to
-    // have them (coro::net's streams do), turn on `http1().writev(true)` through
-    // `Serve::configure`.
+    // into one buffer, which costs a copy and never a second syscall. `serve` and the client's
+    // connector do not go through this adapter for plain TCP: they use coro's stream directly,
+    // with vectored writes and reads into hyper's buffer in place.
 }
 
 impl<T: hyper::rt::Read> futures_io::AsyncRead for CoroIo<T> {

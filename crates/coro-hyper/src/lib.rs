@@ -141,6 +141,7 @@ mod rt;
 mod server;
 #[cfg(feature = "rustls")]
 mod server_tls;
+mod tcp_io;
 
 #[cfg(feature = "client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]

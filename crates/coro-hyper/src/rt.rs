@@ -100,6 +100,12 @@ impl hyper::rt::Timer for CoroTimer {
         Box::pin(CoroSleep(coro::executor::time::sleep_until(deadline)))
     }
 
+    /// The clock coro's timers go by: inside a `coro::sim` simulation its virtual clock, so that
+    /// hyper's own deadlines (header read timeouts, keep-alive) run in virtual time there.
+    fn now(&self) -> Instant {
+        coro::time::Instant::now().into_std()
+    }
+
     fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {
         match sleep.as_mut().downcast_mut_pin::<CoroSleep>() {
             Some(mut ours) => ours.0.reset(new_deadline),

@@ -5,7 +5,8 @@
 //! scope and joins it, and dropping the server future drops the scope, which drops (closes)
 //! every connection. A connection's error or panic ends that connection's task only.
 
-use crate::{CoroExecutor, CoroIo, CoroTimer};
+use crate::tcp_io::TcpIo;
+use crate::{CoroExecutor, CoroTimer};
 use coro::cancel::{CancellationSource, CancellationToken, CancelledOutcome, cancellable};
 use coro::net::{TcpListener, TcpStream};
 use coro::{AsyncScope, Task};
@@ -407,10 +408,10 @@ pub(crate) trait Handshake: Clone + Send + Sync + 'static {
 struct Plain;
 
 impl Handshake for Plain {
-    type Io = CoroIo<TcpStream>;
+    type Io = TcpIo;
 
     async fn handshake(&self, stream: TcpStream, _: &CancellationToken) -> Option<Self::Io> {
-        Some(CoroIo::new(stream))
+        Some(TcpIo::new(stream))
     }
 }
 

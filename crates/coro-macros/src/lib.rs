@@ -20,12 +20,26 @@ use syn::{Error, Expr, FnArg, ItemFn, Lit, Meta, ReturnType, Token, Type};
 struct Options {
     worker_threads: Option<Expr>,
     timeout_ms: Option<Expr>,
+    /// `test` only: run as a deterministic simulation (`sim`), with `seed = N` or
+    /// `seeds = a..b`.
+    sim: bool,
+    seed: Option<Expr>,
+    seeds: Option<Expr>,
 }
 
 fn parse_options(args: TokenStream, allowed: &[&str], macro_name: &str) -> Result<Options, Error> {
     let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse(args)?;
     let mut options = Options::default();
     for meta in metas {
+        if let Meta::Path(path) = &meta {
+            if path.is_ident("sim") && allowed.contains(&"sim") {
+                if options.sim {
+                    return Err(Error::new(path.span(), "option `sim` is given twice"));
+                }
+                options.sim = true;
+                continue;
+            }
+        }
         let Meta::NameValue(nv) = &meta else {
             return Err(Error::new(
                 meta.span(),
@@ -49,9 +63,10 @@ fn parse_options(args: TokenStream, allowed: &[&str], macro_name: &str) -> Resul
                 ),
             ));
         }
+        let may_be_zero = name == "seed";
         if let Expr::Lit(lit) = &nv.value {
             if let Lit::Int(int) = &lit.lit {
-                if int.base10_parse::<u64>()? == 0 {
+                if int.base10_parse::<u64>()? == 0 && !may_be_zero {
                     return Err(Error::new(
                         int.span(),
                         format!("`{name}` must be at least 1"),
@@ -61,6 +76,8 @@ fn parse_options(args: TokenStream, allowed: &[&str], macro_name: &str) -> Resul
         }
         let slot = match name.as_str() {
             "worker_threads" => &mut options.worker_threads,
+            "seed" => &mut options.seed,
+            "seeds" => &mut options.seeds,
             _ => &mut options.timeout_ms,
         };
         if slot.is_some() {
@@ -149,23 +166,92 @@ pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
     })
 }
 
+/// The body of a `sim` test: the async body as a `coro::sim` simulation, with a random seed
+/// (or `CORO_SIM_SEED`), the seed given, or each seed of a range.
+fn sim_runner(func: &ItemFn, options: &Options) -> Result<TokenStream2, Error> {
+    let body = &func.block;
+    if let Some(timeout) = &options.timeout_ms {
+        return Err(Error::new(
+            timeout.span(),
+            "`timeout_ms` does not apply to a `sim` test: it runs in virtual time and stops by \
+             itself on a deadlock or livelock",
+        ));
+    }
+    if let (Some(_), Some(seeds)) = (&options.seed, &options.seeds) {
+        return Err(Error::new(
+            seeds.span(),
+            "give either `seed = N` or `seeds = a..b`, not both",
+        ));
+    }
+    let workers = match &options.worker_threads {
+        Some(n) => quote!(.workers(#n)),
+        None => quote!(),
+    };
+    if let Some(seeds) = &options.seeds {
+        if let Some(workers) = &options.worker_threads {
+            return Err(Error::new(
+                workers.span(),
+                "`worker_threads` with `seeds`: run_seeds uses 2 logical workers; loop over \
+                 coro::sim::Builder::new().seed(s).workers(n) for another count",
+            ));
+        }
+        return Ok(quote! {
+            ::coro::trace::install_panic_hook();
+            ::coro::sim::run_seeds(#seeds, || async move #body)
+        });
+    }
+    let seed = match &options.seed {
+        Some(seed) => quote!(.seed(#seed)),
+        None => quote!(),
+    };
+    Ok(quote! {
+        ::coro::trace::install_panic_hook();
+        ::coro::sim::Builder::new() #seed #workers .run_with(|| async move #body)
+    })
+}
+
 /// Runs an `async fn` test on a fresh thread pool per test (options `worker_threads = N`,
 /// `timeout_ms = N`: past it the test panics with "test timed out after N ms"). Composes with
 /// `#[should_panic]` and `#[ignore]`.
+///
+/// With `sim`, the test runs as a deterministic `coro::sim` simulation instead: with a random
+/// seed (printed; `CORO_SIM_SEED` overrides it), `seed = N`, or once per seed of
+/// `seeds = a..b`; `worker_threads = N` sets the logical workers.
 ///
 /// ```ignore
 /// #[coro::test(timeout_ms = 1000)]
 /// async fn adds() {
 ///     assert_eq!(coro::spawn(async { 1 + 1 }).await.unwrap(), 2);
 /// }
+///
+/// #[coro::test(sim, seeds = 0..100)]
+/// async fn adds_under_a_hundred_schedules() {
+///     assert_eq!(coro::spawn(async { 1 + 1 }).await.unwrap(), 2);
+/// }
 /// ```
 #[proc_macro_attribute]
 pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
     expand(args, item, |args, func| {
-        let options = parse_options(args, &["worker_threads", "timeout_ms"], "test")?;
+        let options = parse_options(
+            args,
+            &["worker_threads", "timeout_ms", "sim", "seed", "seeds"],
+            "test",
+        )?;
         require_async(&func, "test")?;
         require_no_args(&func, "test")?;
-        let runner = pool_runner(&func, &options, options.timeout_ms.as_ref());
+        if !options.sim {
+            if let Some(seed) = options.seed.as_ref().or(options.seeds.as_ref()) {
+                return Err(Error::new(
+                    seed.span(),
+                    "`seed`/`seeds` apply to simulated tests: write #[coro::test(sim, ...)]",
+                ));
+            }
+        }
+        let runner = if options.sim {
+            sim_runner(&func, &options)?
+        } else {
+            pool_runner(&func, &options, options.timeout_ms.as_ref())
+        };
         let (attrs, vis, mut sig) = (&func.attrs, &func.vis, func.sig.clone());
         sig.asyncness = None;
         Ok(quote! { #[::core::prelude::v1::test] #(#attrs)* #vis #sig { #runner } })

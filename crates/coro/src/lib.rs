@@ -294,7 +294,7 @@
 //! | tokio-rustls, anything on `TokioIo` | native (`tokio-io`) | pass a coro::net stream where a tokio stream is taken | `crates/coro/tests/tokio_io.rs` (the traits) |
 //! | redis (`tokio-comp`) | bridge | `compat::tokio(client.get_multiplexed_async_connection())`, then each command through `compat::tokio` | `crates/coro/tests/tokio_compat.rs` |
 //! | reqwest | bridge | `compat::tokio(async { client.get(url).send().await })` | `crates/coro-hyper/tests/reqwest_compat.rs` |
-//! | sqlx (`runtime-tokio`) | bridge | each pool call through `compat::tokio`; sqlx opens its own sockets, so it cannot use coro's | not covered by a test here |
+//! | sqlx (`runtime-tokio`, `postgres`) | bridge | `compat::tokio(PgPoolOptions::new().connect(url))`, then each query through `compat::tokio`; sqlx opens its own sockets, so it cannot use coro's | `crates/coro/tests/tokio_compat.rs` |
 //!
 //! Porting a tokio handler: `tokio::spawn` → [`spawn`], `tokio::join!` → [`collect_all!`],
 //! `tokio::time::{sleep, timeout}` → [`time::sleep`], [`time::timeout`] (cancellation-aware),
@@ -395,6 +395,7 @@ pub mod __private {
 }
 mod private;
 mod scope;
+pub mod sim;
 pub mod stream;
 pub mod sync;
 

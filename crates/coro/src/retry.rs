@@ -546,6 +546,10 @@ struct XorShift(u64);
 
 impl XorShift {
     fn seeded() -> Self {
+        // Inside a simulation the delays come from its seed, as every other draw.
+        if coro_executor::sim::is_simulated() {
+            return XorShift(coro_executor::sim::random_u64() | 1);
+        }
         let mut hasher = RandomState::new().build_hasher();
         hasher.write_u64(0x9e37_79b9_7f4a_7c15);
         // The state must not be zero (zero is xorshift's fixed point).

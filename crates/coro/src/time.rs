@@ -1,5 +1,9 @@
 //! Time: cancellation-aware sleeps and timeouts on the executor's timer wheel,
-//! usable under every executor.
+//! usable under every executor, and [`Instant`], the clock they go by (virtual inside a
+//! [`sim`](crate::sim) simulation).
+
+mod instant;
+pub use instant::Instant;
 
 use crate::cancel::{
     Cancellable, CancellationSource, CancellationToken, CancelledOutcome, cancellable,
@@ -11,7 +15,7 @@ use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Waits `duration`; returns `Err(Cancelled)` as soon as the current task's cancellation
 /// token fires instead (the timer is freed then).
@@ -27,17 +31,18 @@ pub fn sleep(duration: Duration) -> Cancellable<Sleep> {
     cancellable(coro_executor::time::sleep(duration))
 }
 
-/// Waits until `deadline`, like [`sleep`].
+/// Waits until `deadline` (a `std::time::Instant` or a coro [`Instant`]), like [`sleep`].
 ///
 /// ```
-/// use std::time::{Duration, Instant};
+/// use coro::time::Instant;
+/// use std::time::Duration;
 ///
 /// let deadline = Instant::now() + Duration::from_millis(3);
 /// coro::block_wait(coro::time::sleep_until(deadline)).unwrap();
 /// assert!(Instant::now() >= deadline);
 /// ```
-pub fn sleep_until(deadline: Instant) -> Cancellable<Sleep> {
-    cancellable(coro_executor::time::sleep_until(deadline))
+pub fn sleep_until(deadline: impl Into<std::time::Instant>) -> Cancellable<Sleep> {
+    cancellable(coro_executor::time::sleep_until(deadline.into()))
 }
 
 /// Runs `fut` for at most `duration`.

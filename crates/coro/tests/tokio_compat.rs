@@ -1,7 +1,7 @@
 //! Feature `tokio-compat`: `coro::compat::tokio(fut)` runs futures bound to tokio's reactor and
-//! timers inside coro tasks; and redis-rs (`tokio-comp`) through it, from many concurrent coro
-//! tasks, against a real `redis-server` that the test starts (skipped, saying so, where
-//! redis-server is missing).
+//! timers inside coro tasks; and redis-rs (`tokio-comp`) and sqlx's PostgreSQL pool
+//! (`runtime-tokio`) through it, from many concurrent coro tasks, against a real `redis-server`
+//! and a real PostgreSQL that the tests start (skipped, saying so, where they are missing).
 
 use coro::cancel::{CancellationSource, cancellable};
 use coro::compat;
@@ -189,6 +189,74 @@ fn redis_from_many_coro_tasks_through_the_bridge() {
                     .await
                     .unwrap();
             assert_eq!(keys.len(), 64 * 20);
+        })
+        .schedule_on(&pool),
+    );
+}
+
+#[test]
+fn sqlx_postgres_pool_from_many_coro_tasks_through_the_bridge() {
+    let Some(pg) = coro_test_servers::Postgres::start() else {
+        return;
+    };
+    let pool = coro::ThreadPool::new(2).unwrap();
+    let url = pg.url();
+    coro::block_wait(
+        coro::Task::new(async move {
+            // sqlx's pool connects (and reconnects) with tokio sockets and times out with tokio
+            // timers: every call that may touch them goes through the bridge.
+            let db = compat::tokio(
+                sqlx::postgres::PgPoolOptions::new()
+                    .max_connections(4)
+                    .connect(&url),
+            )
+            .await
+            .unwrap();
+            compat::tokio(
+                sqlx::query("CREATE TABLE kv (k int4 PRIMARY KEY, v int4 NOT NULL)").execute(&db),
+            )
+            .await
+            .unwrap();
+            let mut tasks = Vec::new();
+            for t in 0..32i32 {
+                let db = db.clone();
+                tasks.push(coro::spawn(async move {
+                    for i in 0..10i32 {
+                        let k = t * 100 + i;
+                        compat::tokio(
+                            sqlx::query("INSERT INTO kv (k, v) VALUES ($1, $2)")
+                                .bind(k)
+                                .bind(k * 2)
+                                .execute(&db),
+                        )
+                        .await
+                        .unwrap();
+                        let v: i32 = compat::tokio(
+                            sqlx::query_scalar("SELECT v FROM kv WHERE k = $1")
+                                .bind(k)
+                                .fetch_one(&db),
+                        )
+                        .await
+                        .unwrap();
+                        assert_eq!(v, k * 2);
+                        // Between the queries the task runs on its own pool, not the bridge's.
+                        assert!(
+                            thread_name().starts_with("coro-worker"),
+                            "{}",
+                            thread_name()
+                        );
+                    }
+                }));
+            }
+            for task in tasks {
+                task.await.unwrap();
+            }
+            let rows: i64 =
+                compat::tokio(sqlx::query_scalar("SELECT count(*) FROM kv").fetch_one(&db))
+                    .await
+                    .unwrap();
+            assert_eq!(rows, 32 * 10);
+            compat::tokio(db.close()).await;
         })
         .schedule_on(&pool),
     );

@@ -1,6 +1,6 @@
 //! [`IoDriver`]: a pool's OS poller, driven by the pool's own idle workers.
 //!
-//! One `polling::Poller` (epoll, kqueue, event ports) per pool, created when the pool's first
+//! One `mio::Poll` (epoll, kqueue) per pool, created when the pool's first
 //! socket registers. Nobody is dedicated to it: a worker with nothing to run polls the OS
 //! instead of sleeping (`Parker::park_polling`), one worker at a time (the `events` mutex is the
 //! token: whoever holds it waits in the OS, the others sleep on their condvars), and whoever
@@ -8,13 +8,16 @@
 //! still looks at the OS: every worker tries a non-blocking poll on its 61st tick, and the
 //! monitor does so when nobody has polled for a while (Go's sysmon polling the netpoller).
 //!
+//! Sockets are registered once, edge-triggered for both directions (no `epoll_ctl` per wait).
 //! Readiness is recorded in the [`Source`] and its wakers are woken after every lock is
 //! released: each waker puts its task back on the task's own executor (from a worker of this
 //! pool, into that worker's queue), so a task always resumes where it belongs.
 
-use super::poller::{OsPoller, pool_gone};
+use super::poller::{NOTIFY, OsPoller, pool_gone};
+use super::readiness::{READ_CLOSED, READABLE, WRITABLE, WRITE_CLOSED};
 use super::source::Source;
-use polling::Events;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
@@ -25,10 +28,11 @@ use std::time::{Duration, Instant};
 pub(crate) struct IoDriver {
     /// The poller, shared with the sources (which arm their interest through it).
     os: Arc<OsPoller>,
-    /// Registered sources by key (the key is the index; freed keys are reused).
+    /// Registered sources by token (see [`Slab`]).
     sources: Mutex<Slab>,
-    /// The events buffer, held by the one thread waiting in the OS: the poll token.
-    events: Mutex<Events>,
+    /// The OS poll and its events buffer, held by the one thread waiting in the OS: the poll
+    /// token.
+    events: Mutex<(Poll, Events)>,
     /// Live registrations: idle workers poll only while there are some.
     live: AtomicUsize,
     /// When the OS was last polled, in ms after `origin` (for the monitor's check).
@@ -36,18 +40,69 @@ pub(crate) struct IoDriver {
     origin: Instant,
 }
 
+/// The registered sources, indexed by the low half of their token.
+///
+/// Rule: a token is never handed out twice while an event for it may still be pending. An event
+/// batch read from the OS may be processed after its fd was deregistered and its slot given to a
+/// new fd; had the slot's token stayed the same, the new source would take the old fd's readiness
+/// (a hang-up or an error marks a direction closed, which an edge-triggered source never hears
+/// contradicted). So each slot counts its registrations in the token's high half, and an event
+/// whose token is not the slot's current one is dropped.
 #[derive(Default)]
 struct Slab {
-    entries: Vec<Option<Arc<Source>>>,
+    /// Per slot: the token of its current (or last) registration, and the source while registered.
+    entries: Vec<(usize, Option<Arc<Source>>)>,
     free: Vec<usize>,
+}
+
+/// The token's bits above this shift count the slot's registrations.
+const GENERATION_SHIFT: u32 = usize::BITS / 2;
+
+impl Slab {
+    /// A slot and a token no pending event can carry; the caller stores the source with
+    /// [`fill`](Self::fill), or gives the slot back with [`vacate`](Self::vacate).
+    fn reserve(&mut self) -> (usize, Token) {
+        let key = self.free.pop().unwrap_or_else(|| {
+            self.entries.push((0, None));
+            self.entries.len() - 1
+        });
+        assert!(
+            key < 1 << GENERATION_SHIFT,
+            "coro: more than 2^{GENERATION_SHIFT} sockets registered at once"
+        );
+        let generation = (self.entries[key].0 >> GENERATION_SHIFT).wrapping_add(1);
+        let token = (generation << GENERATION_SHIFT) | key;
+        // `NOTIFY` is `usize::MAX`: a key of all ones in the low half never happens.
+        self.entries[key].0 = token;
+        (key, Token(token))
+    }
+
+    fn fill(&mut self, key: usize, source: Arc<Source>) {
+        self.entries[key].1 = Some(source);
+    }
+
+    fn vacate(&mut self, key: usize) {
+        self.entries[key].1 = None;
+        self.free.push(key);
+    }
+
+    /// The source an event with `token` is for: none if its registration is gone.
+    fn get(&self, token: Token) -> Option<&Arc<Source>> {
+        let key = token.0 & ((1 << GENERATION_SHIFT) - 1);
+        match self.entries.get(key) {
+            Some((current, Some(source))) if *current == token.0 => Some(source),
+            _ => None,
+        }
+    }
 }
 
 impl IoDriver {
     pub(crate) fn new(kick: Box<dyn Fn() + Send + Sync>) -> io::Result<IoDriver> {
+        let poll = Poll::new()?;
         Ok(IoDriver {
-            os: Arc::new(OsPoller::new(kick)?),
+            os: Arc::new(OsPoller::new(&poll, kick)?),
             sources: Mutex::new(Slab::default()),
-            events: Mutex::new(Events::new()),
+            events: Mutex::new((poll, Events::with_capacity(1024))),
             live: AtomicUsize::new(0),
             last_poll_ms: AtomicU64::new(0),
             origin: Instant::now(),
@@ -60,34 +115,26 @@ impl IoDriver {
             return Err(pool_gone());
         }
         let mut sources = self.sources.lock().unwrap();
-        let key = match sources.free.pop() {
-            Some(key) => key,
-            None => {
-                sources.entries.push(None);
-                sources.entries.len() - 1
-            }
-        };
+        let (key, token) = sources.reserve();
         let source = Arc::new(Source::new(fd, key, self.os.clone()));
-        // SAFETY: the fd stays open while registered: its owner (a `Registration`) deletes it
-        // from the poller in its `Drop`, before the socket that owns the fd closes it.
-        if let Err(err) = unsafe { self.os.poller.add(fd, polling::Event::none(key)) } {
-            sources.free.push(key);
+        // Both directions, edge-triggered (mio's only mode), once for the fd's life. The fd stays
+        // open while registered: its owner (a `Registration`) deregisters it in its `Drop`,
+        // before the socket that owns the fd closes it.
+        let interest = Interest::READABLE.add(Interest::WRITABLE);
+        if let Err(err) = (self.os.registry).register(&mut SourceFd(&fd), token, interest) {
+            sources.vacate(key);
             return Err(err);
         }
-        sources.entries[key] = Some(source.clone());
+        sources.fill(key, source.clone());
         self.live.fetch_add(1, Relaxed);
         Ok(source)
     }
 
     /// Removes `source` from the poller; its fd may be closed afterwards.
     pub(crate) fn deregister(&self, source: &Source) {
-        // SAFETY: the fd is still open (see `register`).
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(source.fd()) };
         // An error means the fd is not registered (any more): nothing to undo.
-        let _ = self.os.poller.delete(fd);
-        let mut sources = self.sources.lock().unwrap();
-        sources.entries[source.key()] = None;
-        sources.free.push(source.key());
+        let _ = self.os.registry.deregister(&mut SourceFd(&source.fd()));
+        self.sources.lock().unwrap().vacate(source.key());
         self.live.fetch_sub(1, Relaxed);
     }
 
@@ -119,7 +166,7 @@ impl IoDriver {
     /// Interrupts the thread waiting in [`PollGuard::wait`], or makes the next wait return at
     /// once.
     pub(crate) fn notify(&self) {
-        if let Err(err) = self.os.poller.notify() {
+        if let Err(err) = self.os.waker.wake() {
             eprintln!("coro: waking the thread that polls the OS failed: {err}");
         }
     }
@@ -129,10 +176,18 @@ impl IoDriver {
         self.os.close();
         let sources: Vec<Arc<Source>> = {
             let sources = self.sources.lock().unwrap();
-            sources.entries.iter().flatten().cloned().collect()
+            sources
+                .entries
+                .iter()
+                .filter_map(|(_, s)| s.clone())
+                .collect()
         };
+        let mut wake = Vec::new();
         for source in sources {
-            source.fire(true, true);
+            source.close(&mut wake);
+        }
+        for waker in wake {
+            waker.wake();
         }
     }
 }
@@ -140,7 +195,7 @@ impl IoDriver {
 /// The right to wait in the OS (the events buffer): one thread at a time.
 pub(crate) struct PollGuard<'a> {
     driver: &'a IoDriver,
-    events: std::sync::MutexGuard<'a, Events>,
+    events: std::sync::MutexGuard<'a, (Poll, Events)>,
 }
 
 impl PollGuard<'_> {
@@ -151,29 +206,35 @@ impl PollGuard<'_> {
     /// Returns the number of sources made ready.
     pub(crate) fn wait(mut self, timeout: Option<Duration>, on_events: impl FnOnce()) -> usize {
         let driver = self.driver;
-        self.events.clear();
+        let (poll, events) = &mut *self.events;
         driver.os.waiting.store(true, SeqCst);
-        let waited = driver.os.poller.wait(&mut self.events, timeout);
+        let waited = poll.poll(events, timeout);
         driver.os.waiting.store(false, SeqCst);
         driver
             .last_poll_ms
             .store(driver.origin.elapsed().as_millis() as u64, Relaxed);
-        if let Err(err) = waited {
-            // Nothing sensible to do with a failing poller but say so; the wait ends as a
-            // spurious wake-up and the worker goes on.
-            eprintln!("coro: polling the OS for IO readiness failed: {err}");
-            return 0;
+        match waited {
+            Ok(()) => {}
+            // A signal interrupted the wait: a spurious wake-up.
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => return 0,
+            Err(err) => {
+                // Nothing sensible to do with a failing poller but say so; the wait ends as a
+                // spurious wake-up and the worker goes on.
+                eprintln!("coro: polling the OS for IO readiness failed: {err}");
+                return 0;
+            }
         }
-        if self.events.is_empty() {
+        // The driver's own wake-up carries no readiness.
+        if events.iter().all(|event| event.token() == NOTIFY) {
             return 0;
         }
         on_events();
-        let mut ready = Vec::with_capacity(self.events.len());
+        let mut ready = Vec::new();
         {
             let sources = driver.sources.lock().unwrap();
-            for event in self.events.iter() {
-                if let Some(Some(source)) = sources.entries.get(event.key) {
-                    ready.push((source.clone(), event.readable, event.writable));
+            for event in events.iter() {
+                if let Some(source) = sources.get(event.token()) {
+                    ready.push((source.clone(), readiness_bits(event)));
                 }
             }
         }
@@ -181,9 +242,61 @@ impl PollGuard<'_> {
         // wait in the OS while these tasks run.
         drop(self);
         let count = ready.len();
-        for (source, readable, writable) in ready {
-            source.fire(readable, writable);
+        let mut wake = Vec::new();
+        for (source, bits) in ready {
+            source.fire(bits, &mut wake);
+        }
+        for waker in wake {
+            waker.wake();
         }
         count
+    }
+}
+
+/// The readiness word's bits for an OS event. An error counts as every direction ready and
+/// closed: the next operation reports it.
+fn readiness_bits(event: &mio::event::Event) -> usize {
+    if event.is_error() {
+        return READABLE | WRITABLE | READ_CLOSED | WRITE_CLOSED;
+    }
+    let mut bits = 0;
+    for (set, bit) in [
+        (event.is_readable(), READABLE),
+        (event.is_writable(), WRITABLE),
+        (event.is_read_closed(), READ_CLOSED),
+        (event.is_write_closed(), WRITE_CLOSED),
+    ] {
+        if set {
+            bits |= bit;
+        }
+    }
+    bits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{OsPoller, Slab, Source};
+    use std::sync::Arc;
+
+    #[test]
+    fn an_event_for_a_vacated_slot_does_not_reach_the_slots_next_source() {
+        let poll = mio::Poll::new().unwrap();
+        let os = Arc::new(OsPoller::new(&poll, Box::new(|| {})).unwrap());
+        let mut slab = Slab::default();
+        let (key, old) = slab.reserve();
+        slab.fill(key, Arc::new(Source::new(3, key, os.clone())));
+        assert!(slab.get(old).is_some());
+        // The fd is deregistered while an event for it is still in a batch read from the OS;
+        // the slot goes to the next fd registered.
+        slab.vacate(key);
+        let (again, new) = slab.reserve();
+        assert_eq!(again, key, "the freed slot is reused");
+        slab.fill(again, Arc::new(Source::new(4, again, os)));
+        assert_ne!(old, new);
+        assert!(
+            slab.get(old).is_none(),
+            "the old fd's event would set the new fd's readiness"
+        );
+        assert_eq!(slab.get(new).unwrap().fd(), 4);
     }
 }

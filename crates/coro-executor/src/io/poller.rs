@@ -1,17 +1,21 @@
 //! [`OsPoller`]: the OS poller of one pool, shared by its driver (which registers fds and waits
-//! for events) and its sources (which arm their fd's interest): the part of the driver a source
-//! needs, so that a source does not hold the driver that holds it.
+//! for events) and its sources (which get a worker to poll when a task starts waiting): the part
+//! of the driver a source needs, so that a source does not hold the driver that holds it.
 
 // Plain std: the OS poller cannot run under loom; the models cover the protocol around it
 // (`Parker::park_polling`) with a stand-in.
-use polling::Poller;
 use std::io;
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering::*};
 
-/// One pool's `polling::Poller`, whether a thread waits in it, and whether the pool shut down.
+/// The token of the driver's own wake-up (`notify`), which no source gets.
+pub(super) const NOTIFY: mio::Token = mio::Token(usize::MAX);
+
+/// One pool's `mio` registry (the poll itself is the driver's, held by whoever waits in it), the
+/// waker that interrupts a wait, whether a thread waits, and whether the pool shut down.
 pub(crate) struct OsPoller {
-    pub(super) poller: Poller,
+    pub(super) registry: mio::Registry,
+    /// Interrupts the wait in progress, or makes the next one return at once.
+    pub(super) waker: mio::Waker,
     /// The pool shut down: every wait fails from now on.
     closed: AtomicBool,
     /// A thread waits in the OS right now.
@@ -30,23 +34,18 @@ pub(crate) fn pool_gone() -> io::Error {
 }
 
 impl OsPoller {
-    pub(super) fn new(kick: Box<dyn Fn() + Send + Sync>) -> io::Result<OsPoller> {
+    /// The registry of `poll` (whose waits the driver runs), with its waker registered.
+    pub(super) fn new(poll: &mio::Poll, kick: Box<dyn Fn() + Send + Sync>) -> io::Result<OsPoller> {
         Ok(OsPoller {
-            poller: Poller::new()?,
+            registry: poll.registry().try_clone()?,
+            waker: mio::Waker::new(poll.registry(), NOTIFY)?,
             closed: AtomicBool::new(false),
             waiting: AtomicBool::new(false),
             kick,
         })
     }
 
-    /// Sets the interest of `fd` (the poller is one-shot: each event disarms it).
-    pub(super) fn set_interest(&self, fd: RawFd, event: polling::Event) -> io::Result<()> {
-        // SAFETY: the fd is registered, so still open (see `IoDriver::register`).
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-        self.poller.modify(fd, event)
-    }
-
-    /// A socket armed its interest: if no thread waits in the OS, get a parked worker to.
+    /// A task started waiting on a socket: if no thread waits in the OS, get a parked worker to.
     pub(super) fn armed(&self) {
         if !self.waiting.load(SeqCst) {
             (self.kick)();

@@ -1,43 +1,24 @@
-//! [`Source`]: one registered file descriptor's readiness (the handle a socket type holds,
-//! `Registration`, is in `registration.rs`).
+//! [`Source`]: one registered file descriptor: its key in the driver, its readiness word
+//! (`readiness.rs`, which states the protocol) and the poller it is registered with (the handle a
+//! socket type holds, `Registration`, is in `registration.rs`).
 //!
-//! Per direction (read, write) a source keeps: whether the poller is armed for it, whether an
-//! event fired since a waiter last looked, and the wakers of the tasks waiting for it. The
-//! poller is one-shot (each event disarms the fd), so:
-//! - a waiter that finds no event arms its direction and sets the fd's interest to every armed
-//!   direction (`epoll_ctl(MOD)` checks the fd's level at once, so readiness that arrived
-//!   between the failed `read` and the arming is not lost);
-//! - an event clears the armed flag of the directions it reports, marks them fired, takes their
-//!   wakers and re-arms the directions still waited for (the event disarmed them too);
-//! - a waiter that finds its direction fired consumes the mark and returns ready: its caller
-//!   retries the operation, and on `WouldBlock` waits again.
-//!
-//! The mark may be stale (readiness consumed by an operation that did not wait): that costs one
-//! extra `WouldBlock`, never a lost wake-up. All of it sits under the source's own mutex, and
-//! wakers are woken after it is released.
+//! The fd is registered once, edge-triggered for both directions, and never re-armed: an event
+//! only sets readiness and wakes waiters, and a wait that finds none only stores its waker (and
+//! gets a worker to poll the OS if none does). No `epoll_ctl` runs per wait.
 
 use super::poller::{OsPoller, pool_gone};
+use super::readiness::{Readiness, ReadyEvent};
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-
-pub(super) const READ: usize = 0;
-pub(super) const WRITE: usize = 1;
-
-#[derive(Default)]
-struct Direction {
-    armed: bool,
-    fired: bool,
-    wakers: Vec<Waker>,
-}
 
 pub(crate) struct Source {
     pub(super) fd: RawFd,
     key: usize,
-    /// The pool's poller, through which the source arms its interest.
+    /// The pool's poller: told when a task starts waiting, so that some worker polls the OS.
     os: Arc<OsPoller>,
-    directions: Mutex<[Direction; 2]>,
+    readiness: Readiness,
 }
 
 impl Source {
@@ -46,7 +27,7 @@ impl Source {
             fd,
             key,
             os,
-            directions: Mutex::new(Default::default()),
+            readiness: Readiness::new(),
         }
     }
 
@@ -58,72 +39,40 @@ impl Source {
         self.key
     }
 
-    fn interest(&self, directions: &[Direction; 2]) -> polling::Event {
-        let mut event = polling::Event::none(self.key);
-        event.readable = directions[READ].armed;
-        event.writable = directions[WRITE].armed;
-        event
+    /// `Ready` while `interest` is set in the readiness word (with the event to clear it with);
+    /// else keeps the task's waker until an event sets it. Fails once the pool shut down.
+    pub(super) fn poll_ready(
+        &self,
+        interest: usize,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<ReadyEvent>> {
+        match self.readiness.poll_ready(interest, cx) {
+            Poll::Ready(Some(event)) => Poll::Ready(Ok(event)),
+            Poll::Ready(None) => Poll::Ready(Err(pool_gone())),
+            Poll::Pending => {
+                self.os.armed();
+                // Until the task's next poll, it waits on this socket (the poll functions have
+                // no future of their own to hold a registration).
+                crate::trace::wait_until_polled(crate::trace::WaitOn::Io(self.fd));
+                Poll::Pending
+            }
+        }
     }
 
-    /// `Ready` once the fd reported readiness in direction `dir` since the last time this
-    /// returned `Ready` for it; else registers the task's waker and arms the poller.
-    pub(super) fn poll_ready(&self, dir: usize, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let mut directions = self.directions.lock().unwrap();
-        if self.os.is_closed() {
-            return Poll::Ready(Err(pool_gone()));
-        }
-        let direction = &mut directions[dir];
-        if direction.fired {
-            direction.fired = false;
-            return Poll::Ready(Ok(()));
-        }
-        if !direction.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            direction.wakers.push(cx.waker().clone());
-        }
-        if !direction.armed {
-            direction.armed = true;
-            let interest = self.interest(&directions);
-            if let Err(err) = self.os.set_interest(self.fd, interest) {
-                directions[dir].armed = false;
-                return Poll::Ready(Err(err));
-            }
-            drop(directions);
-            self.os.armed();
-        }
-        // Until the task's next poll, it waits on this socket (the poll functions have no
-        // future of their own to hold a registration).
-        crate::trace::wait_until_polled(crate::trace::WaitOn::Io(self.fd));
-        Poll::Pending
+    /// An operation saw `event`'s readiness gone (`drained`: by a short read or write, which
+    /// keeps a close): clears it, unless a newer event set it again.
+    pub(super) fn clear(&self, event: ReadyEvent, drained: bool) {
+        self.readiness.clear(event, drained);
     }
 
-    /// An event (or the pool's shutdown) reported these directions ready.
-    pub(crate) fn fire(&self, readable: bool, writable: bool) {
-        let mut wakers = Vec::new();
-        {
-            let mut directions = self.directions.lock().unwrap();
-            for (dir, ready) in [(READ, readable), (WRITE, writable)] {
-                if ready {
-                    let direction = &mut directions[dir];
-                    direction.armed = false;
-                    direction.fired = true;
-                    wakers.append(&mut direction.wakers);
-                }
-            }
-            // The event disarmed the whole fd: re-arm what is still waited for.
-            if (directions[READ].armed || directions[WRITE].armed) && !self.os.is_closed() {
-                let interest = self.interest(&directions);
-                if self.os.set_interest(self.fd, interest).is_err() {
-                    // Cannot wait any more: let the waiters retry and see the error.
-                    for direction in directions.iter_mut() {
-                        direction.armed = false;
-                        direction.fired = true;
-                        wakers.append(&mut direction.wakers);
-                    }
-                }
-            }
-        }
-        for waker in wakers {
-            waker.wake();
-        }
+    /// An event reported `ready` (readiness bits): records it and moves the wakers of those
+    /// directions into `wake`.
+    pub(super) fn fire(&self, ready: usize, wake: &mut Vec<Waker>) {
+        self.readiness.set(ready, wake);
+    }
+
+    /// The pool shut down: fails every wait; moves every waker into `wake`.
+    pub(super) fn close(&self, wake: &mut Vec<Waker>) {
+        self.readiness.close(wake);
     }
 }

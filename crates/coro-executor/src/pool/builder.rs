@@ -380,6 +380,7 @@ impl ThreadPool {
                 handoff_after: config.handoff_after,
                 stall,
                 thread_name: config.thread_name.clone(),
+                sim_thread: None,
             },
         ));
         crate::task::registry::register(&shared.tasks);

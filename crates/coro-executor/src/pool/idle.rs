@@ -4,13 +4,15 @@
 //! work to steal). The pool's rules for waking and parking are decided here:
 //! - at most half of the workers search at once ([`Idle::try_start_searching`]);
 //! - a new task wakes a parked worker only if no worker is searching and some worker is parked
-//!   ([`Idle::worker_to_notify`]); a searcher will find the task otherwise;
+//!   ([`Idle::worker_to_notify`]); a searcher will find the task otherwise (and a push that finds
+//!   one is what a lingering searcher earns: it counts itself in [`Idle::absorbed`]);
 //! - the last searcher to stop searching reports it, so its caller wakes one more worker (it
 //!   found work, and there may be more) or, when it is about to park, rescans every queue.
 //!
 //! The set of parked workers sits behind a mutex: parking and notifying are slow paths, and the
 //! lock is what makes "decide to notify" and "pick a sleeper" one atomic step.
 
+use super::linger::Absorbed;
 use crate::loom::sync::Mutex;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering::*, fence};
 
@@ -25,6 +27,8 @@ pub(crate) struct Idle {
     num_workers: usize,
     /// High-water mark of simultaneous searchers, for metrics.
     max_searching: AtomicUsize,
+    /// Pushes that found a searcher while a linger watched (`linger.rs`).
+    absorbed: Absorbed,
 }
 
 struct Sleepers {
@@ -60,6 +64,7 @@ impl Idle {
             }),
             num_workers,
             max_searching: AtomicUsize::new(0),
+            absorbed: Absorbed::default(),
         }
     }
 
@@ -92,6 +97,16 @@ impl Idle {
             }
         }
         self.note_searching(1);
+        // Which sleeper wakes is a race between their parks in production; in a simulation it is
+        // drawn from the seed.
+        #[cfg(not(any(loom, shuttle)))]
+        let worker = match sleepers.parked.len() {
+            n @ 2.. => crate::sim::context::with(|c| c.below("worker to wake", n))
+                .map(|at| sleepers.parked.remove(at))
+                .or_else(|| sleepers.parked.pop()),
+            _ => sleepers.parked.pop(),
+        };
+        #[cfg(any(loom, shuttle))]
         let worker = sleepers.parked.pop();
         debug_assert!(
             worker.is_some(),
@@ -118,7 +133,12 @@ impl Idle {
         // without taking the cache line exclusive on every spawn from every thread.
         fence(SeqCst);
         let state = self.state.load(SeqCst);
-        searching(state) == 0 && unparked(state) < self.num_workers
+        if searching(state) != 0 {
+            // Had that searcher parked instead, this push would have woken a worker.
+            self.absorbed.note();
+            return false;
+        }
+        unparked(state) < self.num_workers
     }
 
     /// Tries to become a searcher; fails if half of the workers already are.
@@ -199,9 +219,13 @@ impl Idle {
 
     /// Whether a worker other than the caller (who is unparked) is unparked: one that may
     /// still queue work for a searcher to take. A snapshot, for a heuristic.
-    #[cfg(not(any(loom, shuttle)))]
     pub(crate) fn others_unparked(&self) -> bool {
         unparked(self.state.load(Relaxed)) > 1
+    }
+
+    /// The pushes absorbed by searchers, which lingers watch (`linger.rs`).
+    pub(super) fn absorbed(&self) -> &Absorbed {
+        &self.absorbed
     }
 
     /// The most workers ever seen searching at once.

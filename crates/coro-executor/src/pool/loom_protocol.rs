@@ -6,7 +6,11 @@
 //! (`Shared::schedule_remote`: global-queue push, then `notify_parked`). The task shuts the
 //! pool down when it runs, which lets every worker exit; if the task were stranded in the queue
 //! with every worker parked, no thread could make progress and the checker reports a deadlock. So
-//! each model proves "no lost wake-up: the task is always run, exactly once":
+//! each model proves "no lost wake-up: the task is always run, exactly once". The workers' loop
+//! includes the searcher's linger (`linger.rs`, at most two extra search passes in the models,
+//! and no clock): a searcher that finds nothing while the other worker is awake (the models
+//! where it is busy or running) searches again before it parks, so the protocol is checked
+//! with the linger as it ships:
 //! - `loom_protocol_searcher_parks`: worker 0 is the searcher and gives up (parks as the last
 //!   searcher, so it must rescan); worker 1 is already asleep;
 //! - `loom_protocol_searcher_parks_other_busy`: worker 0 is the searcher and parks while
@@ -24,6 +28,13 @@
 //!   announces it (Go's `wakep`), and the other worker, whether asleep, searching or running
 //!   out of work, takes it from the next slot once the owner stays in its poll through the
 //!   grace period (or finds it in its last-searcher rescan): never stranded, run once.
+//! - `loom_protocol_lingerer_absorbs_pushes_then_parks`: the linger's own case, a ping-pong's
+//!   owner beside a lingering searcher. Worker 1, busy, pushes a task into its next slot (the
+//!   push finds worker 0 searching and wakes nobody) and runs it itself, as a ping-pong's owner
+//!   does; then one more task comes from outside. Worker 0 lingers through all this and parks
+//!   when its linger gives up: that park, as the last searcher's, must rescan and find the
+//!   last task, or it is stranded (a linger that ended by giving up the search without the
+//!   rescan fails here).
 //! - `loom_handoff_wakes_a_parked_worker` (exhaustive), `loom_handoff_races_a_searcher`: the
 //!   monitor's handoff of a worker stuck with an unannounced task in its next slot moves it to
 //!   the global queue and wakes the parked worker, or races a searcher that takes it from the
@@ -292,6 +303,27 @@ fn loom_protocol_next_slot_alone_other_searching() {
 #[test]
 fn loom_protocol_next_slot_alone_other_running() {
     model(|| next_slot_alone_model(Start::Running { searching: false }));
+}
+
+#[test]
+fn loom_protocol_lingerer_absorbs_pushes_then_parks() {
+    model(|| {
+        let (shared, busy, spawn) = beside_a_busy_worker(Start::Running { searching: true });
+        let worker = spawn();
+        let ran = Arc::new(AtomicUsize::new(0));
+        // The ping-pong's push into the owner's next slot, which the lingerer absorbs, and the
+        // owner's own run of it (unless worker 0 took it first, after the grace period).
+        schedule_from_busy(&shared, counted_task(&shared, &ran, 2));
+        busy.run_next_slot();
+        // Then work that only worker 0 can run.
+        shared.schedule_remote(counted_task(&shared, &ran, 2));
+        worker.join().unwrap();
+        assert_eq!(
+            ran.load(Relaxed),
+            2,
+            "the tasks did not run exactly once each"
+        );
+    });
 }
 
 /// The monitor's handoff (`handoff::hand_off`) for worker 1, stuck in a poll with a task in its

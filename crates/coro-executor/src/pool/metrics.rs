@@ -110,6 +110,11 @@ pub struct WorkerMetrics {
     pub overflows: u64,
     /// Times this worker went to sleep for lack of work.
     pub parks: u64,
+    /// Extra search passes this worker made, searching, after a search found nothing and
+    /// before it parked or found work, while another worker was awake (its linger: it keeps
+    /// searching while pushes elsewhere find it searching and so wake no parked worker, and
+    /// backs off to one pass per linger when they do not).
+    pub linger_passes: u64,
     /// Times this worker, idle, took from an offer another worker had posted
     /// ([`offer_while`](crate::offer_while)).
     pub offers_taken: u64,
@@ -136,6 +141,7 @@ pub(crate) struct WorkerCounters {
     pub(crate) stolen_tasks: Counter,
     pub(crate) overflows: Counter,
     pub(crate) parks: Counter,
+    pub(crate) linger_passes: Counter,
     pub(crate) offers_taken: Counter,
     pub(crate) next_slot_steals: Counter,
     /// Written by the monitor only.
@@ -172,6 +178,7 @@ impl WorkerMetrics {
         self.stolen_tasks += other.stolen_tasks;
         self.overflows += other.overflows;
         self.parks += other.parks;
+        self.linger_passes += other.linger_passes;
         self.offers_taken += other.offers_taken;
         self.next_slot_steals += other.next_slot_steals;
         self.handoffs += other.handoffs;
@@ -192,6 +199,7 @@ impl WorkerCounters {
             stolen_tasks: self.stolen_tasks.get(),
             overflows: self.overflows.get(),
             parks: self.parks.get(),
+            linger_passes: self.linger_passes.get(),
             offers_taken: self.offers_taken.get(),
             next_slot_steals: self.next_slot_steals.get(),
             handoffs: self.handoffs.get(),

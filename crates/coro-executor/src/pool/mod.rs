@@ -2,7 +2,9 @@
 //!
 //! Bottom to top (each file imports only those above it in this list, and `task/`):
 //! - `queue`: each worker's bounded ring (owner push/pop, others steal half);
-//! - `park`: how a worker sleeps; `idle`: who searches and who sleeps, and so whom to wake;
+//! - `park`: how a worker sleeps; `linger`: how long a searcher that found nothing searches on,
+//!   and the absorbed pushes it follows; `idle`: who searches and who sleeps, and so whom to
+//!   wake;
 //! - `offer`: a worker's slot for work it makes available to idle ones without spawning it;
 //! - `census`: the registry of live pools and [`census`], their counters and tasks for
 //!   consoles;
@@ -17,6 +19,8 @@
 //! - `watch`, `handoff`, `monitor`: the monitor thread (Go's sysmon), which wakes a parked
 //!   worker for an offer that stays posted, hands off the work queued behind a poll that holds
 //!   up its worker, and reports stalls;
+//! - `sim`: a simulation's pool: the same shared state and workers, stepped tick by tick on
+//!   one thread (`crate::sim`);
 //! - this file: [`ThreadPool`]; `builder`: its configuration and constructors.
 
 mod builder;
@@ -24,6 +28,7 @@ mod census;
 mod handoff;
 mod helpers;
 mod idle;
+mod linger;
 #[cfg(all(test, any(loom, shuttle)))]
 mod loom_offer;
 #[cfg(all(test, any(loom, shuttle)))]
@@ -41,6 +46,8 @@ pub(crate) mod park;
 pub(crate) mod queue;
 mod reaper;
 mod shared;
+#[cfg(not(any(loom, shuttle)))]
+pub(crate) mod sim;
 mod spawn;
 mod stall;
 mod watch;
@@ -128,7 +135,7 @@ impl ThreadPool {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.shared.blocking.spawn(f)
+        self.shared.spawn_blocking(f)
     }
 
     /// Number of worker threads.

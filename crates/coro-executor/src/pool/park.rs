@@ -29,8 +29,14 @@ impl Parker {
         }
     }
 
+    /// Whether a token waits (a simulation's driver looks before stepping a sleeping worker).
+    #[cfg(not(any(loom, shuttle)))]
+    pub(crate) fn is_notified(&self) -> bool {
+        self.state.load(Acquire) == NOTIFIED
+    }
+
     /// Takes a waiting token, if there is one.
-    fn take_token(&self) -> bool {
+    pub(crate) fn take_token(&self) -> bool {
         self.state
             .compare_exchange(NOTIFIED, EMPTY, Acquire, Acquire)
             .is_ok()

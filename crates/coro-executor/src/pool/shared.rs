@@ -83,7 +83,8 @@ pub(crate) fn wait_next_slot_grace() {
     #[cfg(any(loom, shuttle))]
     crate::loom::thread::yield_now();
     #[cfg(not(any(loom, shuttle)))]
-    {
+    // In a simulation no poll runs while another worker waits: there is nothing to wait for.
+    if !crate::sim::context::is_active() {
         let start = std::time::Instant::now();
         while start.elapsed() < NEXT_SLOT_GRACE {
             std::hint::spin_loop();
@@ -203,6 +204,10 @@ pub(crate) struct Shared {
     /// from one of its workers.
     #[cfg(not(any(loom, shuttle)))]
     timers: std::sync::OnceLock<Arc<crate::time::Driver>>,
+    /// A simulation's pool (`sim.rs`): the one thread that runs all its logical workers.
+    pub(crate) sim_thread: Option<std::thread::ThreadId>,
+    /// A simulation's pool: the first wake-up that came from another thread, described.
+    pub(crate) outside_wake: OnceLock<String>,
 }
 
 /// The settings of a pool that its shared state keeps.
@@ -210,6 +215,8 @@ pub(crate) struct Options {
     pub(crate) handoff_after: Duration,
     pub(crate) stall: Option<StallConfig>,
     pub(crate) thread_name: String,
+    /// Set for a simulation's pool: the thread that runs it.
+    pub(crate) sim_thread: Option<std::thread::ThreadId>,
 }
 
 impl Shared {
@@ -222,6 +229,7 @@ impl Shared {
             handoff_after: super::helpers::DEFAULT_HANDOFF_AFTER,
             stall: None,
             thread_name: String::new(),
+            sim_thread: None,
         };
         let helpers = Helpers::new(workers, Vec::new(), String::new());
         Shared::with_spares(remotes, workers, helpers, blocking, options)
@@ -255,6 +263,8 @@ impl Shared {
             io: std::sync::OnceLock::new(),
             #[cfg(not(any(loom, shuttle)))]
             timers: std::sync::OnceLock::new(),
+            sim_thread: options.sim_thread,
+            outside_wake: OnceLock::new(),
         }
     }
 
@@ -363,6 +373,9 @@ impl Shared {
 
     /// Queues a task from outside the pool's workers (or a worker of another pool).
     pub(crate) fn schedule_remote(&self, runnable: Runnable) {
+        if let Some(thread) = self.sim_thread {
+            self.check_sim_thread(thread);
+        }
         match self.inject.push(runnable) {
             // Once shutdown began nobody is to be woken: the workers are leaving, and shutdown
             // itself drops what is queued.
@@ -373,6 +386,24 @@ impl Shared {
             // Closed at the end of shutdown (every task it knew of is dropped): dropping the
             // runnable drops the task, exactly once (not inside this wake, see `reaper.rs`).
             Err(closed) => super::reaper::drop_closed(closed.into_inner()),
+        }
+    }
+
+    /// A simulation's pool is scheduled onto from thread `sim` only: a wake-up from another
+    /// thread (one the test started) comes at a moment no seed decides. It is queued all the
+    /// same (nothing is lost) and recorded, for the simulation to fail with.
+    #[cold]
+    fn check_sim_thread(&self, sim: std::thread::ThreadId) {
+        let here = std::thread::current();
+        if here.id() != sim {
+            let _ = self.outside_wake.set(format!(
+                "a task of the simulation was woken from thread {:?} ({:?}), outside the \
+                 simulation; the moment of such a wake-up is not decided by the seed, so the run \
+                 is not deterministic: do not start threads (or use std::sync primitives that \
+                 other threads complete) in a simulated test",
+                here.name().unwrap_or("unnamed"),
+                here.id()
+            ));
         }
     }
 

@@ -69,6 +69,20 @@ impl Shared {
         self.spawn_placed(move || fut, Placement::Next)
     }
 
+    /// Runs blocking `f` on the blocking pool; in a simulation, as a task (one step of a
+    /// logical worker), so that it runs at a moment the seed decides and on the simulation's
+    /// thread.
+    pub(crate) fn spawn_blocking<F, R>(self: &Arc<Self>, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        if self.sim_thread.is_some() {
+            return self.spawn(async move { f() });
+        }
+        self.blocking.spawn(f)
+    }
+
     /// Spawns the future `make` returns (made in place, see [`task::build`]); spawned by a
     /// worker of this pool, it first goes where `placement` says.
     pub(crate) fn spawn_placed<M, F>(

@@ -8,14 +8,19 @@
 //! 4. searching: steal half of a random victim's queue or take from its posted offer, then the
 //!    global queue, for a bounded number of passes (one); then a victim's next slot, if its
 //!    owner stayed in the same poll through a short grace period (Go's `runqsteal` with
-//!    `stealRunNextG`); a searcher that found nothing searches again for up to
-//!    [`SEARCH_LINGER`] while another worker is awake (Go's spinning threads);
+//!    `stealRunNextG`); a searcher that found nothing lingers: it searches again, while
+//!    another worker is awake, for as long as lingering saves wake-ups (Go's spinning threads;
+//!    `linger.rs`): a push that finds a searcher wakes nobody, and each such push a linger sees
+//!    keeps it going, up to 50 µs; it parks after a run of passes that saw none, a run that
+//!    halves after each linger that saw none (down to one pass) and doubles after one that
+//!    saw some or when the worker is woken again within 50 µs of parking;
 //! 5. park, rescanning every queue first if this worker was the last searcher or the last awake.
 //!
 //! Every task pushed onto a worker's queue or next slot wakes a parked worker if nobody is
 //! searching (Go's `wakep` after `runqput`); a helper (`handoff.rs`) runs the same loop but
 //! exits where a worker would park.
 
+use super::linger::{self, Linger};
 use super::offer::{Offer, OfferPtr};
 use super::queue::{self, Local};
 use super::shared::{Remote, Shared, wait_next_slot_grace};
@@ -42,21 +47,6 @@ type PollToken<'a> = std::marker::PhantomData<&'a ()>;
 /// cores), and no engine bench ran faster (3 processes each, 2026-11-23).
 pub(crate) const SEARCH_PASSES: usize = 1;
 
-/// How long a searcher that found nothing keeps searching before it parks, while another worker
-/// is awake (Go's spinning threads spin too). While it searches, tasks pushed elsewhere wake
-/// nobody: without it, a worker whose tasks keep waking each other into its next slot (a channel
-/// ping-pong) woke the parked worker about every 14 µs, paying a futex wake each time for a
-/// worker that found the task already run and parked again. Measured on `channel/ping_pong`
-/// (2 workers): futex calls per run down 3.5x, the coro row 5–10% faster; no engine or
-/// `user_path` bench slower (alternating runs, 2026-11-27). The cost is up to this much CPU
-/// per wake-up of an otherwise idle worker, and none once every other worker is parked.
-#[cfg(not(any(loom, shuttle)))]
-const SEARCH_LINGER: std::time::Duration = std::time::Duration::from_micros(50);
-/// Pause instructions between two passes of a lingering searcher: the passes read the other
-/// workers' queue ends and next slots, lines their owners write on every wake-up.
-#[cfg(not(any(loom, shuttle)))]
-const LINGER_PAUSES: u32 = 32;
-
 /// The worker's private state. Borrowed only in short stretches, never across `Runnable::run`,
 /// so a task that schedules another from inside its poll finds it free.
 struct Core {
@@ -64,10 +54,8 @@ struct Core {
     tick: u32,
     next_streak: u8,
     is_searching: bool,
-    /// When this searcher first found nothing, since it last ran a task (see
-    /// [`SEARCH_LINGER`]).
-    #[cfg(not(any(loom, shuttle)))]
-    found_nothing_since: Option<std::time::Instant>,
+    /// How long this searcher searches on after finding nothing (`linger.rs`).
+    linger: Linger,
     rng: u64,
 }
 
@@ -89,8 +77,13 @@ coro_loom::thread_local_const! {
     static CURRENT: Cell<*const Worker> = Cell::new(ptr::null());
 }
 
+/// The seed of a worker's victim choice: OS randomness, or in a simulation the seed's stream.
 fn seed() -> u64 {
     use std::hash::{BuildHasher, RandomState};
+    #[cfg(not(any(loom, shuttle)))]
+    if let Some(seed) = crate::sim::context::draw("worker rng seed") {
+        return seed | 1;
+    }
     RandomState::new().hash_one(std::thread::current().id()) | 1
 }
 
@@ -116,6 +109,14 @@ pub(crate) fn with_current_worker<R>(f: impl FnOnce(&Arc<Shared>, usize) -> R) -
     let worker = CURRENT.with(Cell::get);
     // SAFETY: see `current_shared`; `f` runs on this thread, inside the worker's frame.
     unsafe { worker.as_ref() }.map(|worker| f(&worker.shared, worker.index))
+}
+
+/// What one [`Worker::tick`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Tick {
+    Ran,
+    TookOffer,
+    Nothing,
 }
 
 /// What a search found.
@@ -204,6 +205,50 @@ fn run_worker(worker: Worker, start: impl FnOnce(&Worker)) -> Local<Runnable> {
     worker.core.into_inner().local
 }
 
+/// A logical worker of a simulation (`sim.rs`): a [`Worker`] whose ticks a driver takes one at a
+/// time on its own thread, making it the thread's current worker for each.
+#[cfg(not(any(loom, shuttle)))]
+pub(super) struct SimWorker {
+    worker: Box<Worker>,
+}
+
+#[cfg(not(any(loom, shuttle)))]
+impl SimWorker {
+    pub(super) fn new(shared: Arc<Shared>, index: usize, local: Local<Runnable>) -> SimWorker {
+        SimWorker {
+            worker: Box::new(Worker::new(shared, index, local, false)),
+        }
+    }
+
+    /// Runs `f` as this worker's thread would: with it current (what tasks schedule lands on
+    /// its queues) and its task-list shard; the thread is no worker again afterwards, also on
+    /// unwind.
+    pub(super) fn enter<R>(&self, f: impl FnOnce(&Worker) -> R) -> R {
+        struct Leave;
+        impl Drop for Leave {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.set(ptr::null()));
+            }
+        }
+        CURRENT.with(|c| c.set(&*self.worker));
+        crate::task::set_shard_hint(self.worker.index);
+        let leave = Leave;
+        let result = f(&self.worker);
+        drop(leave);
+        result
+    }
+
+    /// Whether this worker's parker holds a wake-up token (a sleeping worker is then stepped).
+    pub(super) fn is_notified(&self) -> bool {
+        self.worker.remote().parker.is_notified()
+    }
+
+    /// Drops what its queues hold, at the simulation's shutdown (as a worker thread's exit).
+    pub(super) fn drain(&self) {
+        self.worker.drain();
+    }
+}
+
 /// How a worker starts in the models (`loom_protocol.rs`), which run this file's `Worker`.
 #[cfg(all(test, any(loom, shuttle)))]
 #[derive(Clone, Copy)]
@@ -278,8 +323,7 @@ impl Worker {
                 tick: 0,
                 next_streak: 0,
                 is_searching: false,
-                #[cfg(not(any(loom, shuttle)))]
-                found_nothing_since: None,
+                linger: Linger::new(),
                 rng: seed(),
             }),
         }
@@ -291,18 +335,37 @@ impl Worker {
 
     fn run(&self) {
         while !self.shared.is_shutdown() {
-            if let Some(task) = self.next_task() {
-                self.run_task(task);
-                continue;
-            }
-            match self.search() {
-                Some(Found::Task(task)) => self.run_task(task),
-                Some(Found::Offer(offer)) => self.take_offer(offer),
+            match self.tick(|_| {}) {
+                Tick::Ran | Tick::TookOffer => {}
                 // Nothing left behind the poll it stood in for: the helper's job is done.
-                None if self.helper => return,
-                None if self.lingers() => {}
-                None => self.park(),
+                Tick::Nothing if self.helper => return,
+                Tick::Nothing if self.lingers() => {}
+                Tick::Nothing => self.park(),
             }
+        }
+    }
+
+    /// One tick of the loop: runs one task (its own, or one found by searching; `before_run`
+    /// sees it first), takes from an offer, or finds nothing. A simulation steps its logical
+    /// workers tick by tick (`sim.rs`); the loop above is the same ticks back to back.
+    #[inline(always)]
+    pub(super) fn tick(&self, before_run: impl FnOnce(&Runnable)) -> Tick {
+        if let Some(task) = self.next_task() {
+            before_run(&task);
+            self.run_task(task);
+            return Tick::Ran;
+        }
+        match self.search() {
+            Some(Found::Task(task)) => {
+                before_run(&task);
+                self.run_task(task);
+                Tick::Ran
+            }
+            Some(Found::Offer(offer)) => {
+                self.take_offer(offer);
+                Tick::TookOffer
+            }
+            None => Tick::Nothing,
         }
     }
 
@@ -400,10 +463,7 @@ impl Worker {
     fn run_task(&self, task: Runnable) {
         {
             let mut core = self.core.borrow_mut();
-            #[cfg(not(any(loom, shuttle)))]
-            {
-                core.found_nothing_since = None;
-            }
+            core.linger.found_work();
             if core.is_searching {
                 core.is_searching = false;
                 // The last searcher to find work wakes another: where there was one task there
@@ -477,9 +537,17 @@ impl Worker {
         // The owner usually woke that task just before finishing its poll and runs it next;
         // take it only if the owner is still in the same poll after the grace period.
         drop(core);
-        wait_next_slot_grace();
         let remote = &remotes[victim];
-        if remote.owner_polls() != polls {
+        // In a simulation the owner is between two steps, never inside a poll: whether it
+        // finished its poll within the grace period is a race there, drawn from the seed.
+        #[cfg(not(any(loom, shuttle)))]
+        let owner_moved_on = crate::sim::context::draw("next-slot steal").map(|v| v & 1 == 0);
+        #[cfg(any(loom, shuttle))]
+        let owner_moved_on = None;
+        if owner_moved_on.unwrap_or_else(|| {
+            wait_next_slot_grace();
+            remote.owner_polls() != polls
+        }) {
             return None;
         }
         let task = remote.take_next()?;
@@ -489,39 +557,28 @@ impl Worker {
         Some(Found::Task(task))
     }
 
-    /// After a search that found nothing: whether to search again rather than park (see
-    /// [`SEARCH_LINGER`]), after a short pause. Only a searcher lingers (so at most half of the
-    /// workers), and only while another worker is awake to queue work.
-    #[cfg(not(any(loom, shuttle)))]
+    /// After a search that found nothing: whether to search again rather than park, after a
+    /// short pause (`linger.rs`). Only a searcher lingers (so at most half of the workers), and
+    /// only while another worker is awake to queue work.
     fn lingers(&self) -> bool {
         let mut core = self.core.borrow_mut();
         if !core.is_searching || !self.shared.idle.others_unparked() {
-            core.found_nothing_since = None;
+            core.linger.end();
             return false;
         }
-        let now = std::time::Instant::now();
-        let since = *core.found_nothing_since.get_or_insert(now);
-        if now.duration_since(since) >= SEARCH_LINGER {
-            core.found_nothing_since = None;
+        if !core.linger.another_pass(self.shared.idle.absorbed()) {
             return false;
         }
         drop(core);
-        for _ in 0..LINGER_PAUSES {
-            std::hint::spin_loop();
-        }
+        self.remote().counters.linger_passes.add(1);
+        linger::pause();
         true
-    }
-
-    /// In the models a searcher parks at once: lingering is a matter of time, which they do not
-    /// have, and searching again is what the loop does anyway when woken.
-    #[cfg(any(loom, shuttle))]
-    fn lingers(&self) -> bool {
-        false
     }
 
     fn park(&self) {
         let was_searching = {
             let mut core = self.core.borrow_mut();
+            core.linger.parking();
             std::mem::replace(&mut core.is_searching, false)
         };
         self.remote().counters.parks.add(1);
@@ -538,6 +595,35 @@ impl Worker {
             self.shared.notify_if_work_pending();
         }
         self.sleep(poll);
+    }
+
+    /// [`park`](Self::park) for a logical worker of a simulation: the idle bookkeeping, without
+    /// the sleep (the simulation's driver steps this worker again once its parker holds a
+    /// token, see [`sim_wake`](Self::sim_wake)). No IO poll and no timer keeping: the driver
+    /// fires the timers itself when every worker sleeps.
+    #[cfg(not(any(loom, shuttle)))]
+    pub(super) fn sim_park(&self) {
+        let was_searching = std::mem::replace(&mut self.core.borrow_mut().is_searching, false);
+        self.remote().counters.parks.add(1);
+        if self.shared.idle.park(self.index, was_searching, false) {
+            self.shared.notify_if_work_pending();
+        }
+    }
+
+    /// The end of [`sleep`](Self::sleep) for a logical worker of a simulation whose parker
+    /// holds a token: takes it and returns whether the worker is awake (chosen by a notifier,
+    /// then as a searcher, or the pool shut down), as `sleep` decides after its wait.
+    #[cfg(not(any(loom, shuttle)))]
+    pub(super) fn sim_wake(&self) -> bool {
+        self.remote().parker.take_token();
+        if self.shared.is_shutdown() {
+            return true;
+        }
+        if self.shared.idle.unpark_confirmed(self.index) {
+            self.core.borrow_mut().is_searching = true;
+            return true;
+        }
+        false
     }
 
     /// The wait at the end of [`park`](Self::park), with the idle bookkeeping done: sleeps
@@ -588,7 +674,9 @@ impl Worker {
             }
             if self.shared.idle.unpark_confirmed(self.index) {
                 // Whoever woke us counted us as a searcher.
-                self.core.borrow_mut().is_searching = true;
+                let mut core = self.core.borrow_mut();
+                core.is_searching = true;
+                core.linger.woken();
                 return;
             }
             // Still parked: wait in the OS again if nobody else does.

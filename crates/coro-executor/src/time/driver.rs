@@ -263,7 +263,7 @@ impl Clock for SystemClock {
             // At `wake_at` the floor of the clock reaches `target`. An early return (spurious,
             // or timer rounding) is harmless: the loop just parks again.
             Some(at) => {
-                let timeout = at.saturating_duration_since(Instant::now());
+                let timeout = at.saturating_duration_since(super::clock::now());
                 match driver.cond.wait_timeout(guard, timeout) {
                     Ok((guard, _)) => guard,
                     Err(poisoned) => poisoned.into_inner().0,
@@ -280,7 +280,7 @@ impl Clock for SystemClock {
 impl Driver {
     fn new(thread: ThreadState, kick: Option<Box<dyn Fn(Kick) + Send + Sync>>) -> Self {
         Self {
-            origin: Instant::now(),
+            origin: super::clock::now(),
             inner: Mutex::new(Inner {
                 wheel: Wheel::new(),
                 gens: Generations { chunks: Vec::new() },
@@ -331,7 +331,7 @@ impl Driver {
 
     /// The current tick, rounded **down**: `origin + now_tick ms <= Instant::now()`.
     fn now_tick(&self) -> u64 {
-        let since = Instant::now().saturating_duration_since(self.origin);
+        let since = super::clock::now().saturating_duration_since(self.origin);
         u64::try_from(since.as_millis())
             .unwrap_or(MAX_TICK)
             .min(MAX_TICK)
@@ -541,6 +541,14 @@ impl Driver {
         earliest != NEVER && earliest <= self.now_tick()
     }
 
+    /// The deadline of the earliest pending timer, if any: where a simulation's virtual clock
+    /// jumps to when every task is idle.
+    #[cfg_attr(any(loom, shuttle), allow(dead_code))]
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        let tick = self.lock().wheel.next_expiration()?;
+        self.origin.checked_add(Duration::from_millis(tick))
+    }
+
     /// Fires every timer due now (see [`fire_due`](Self::fire_due)).
     #[cfg_attr(any(loom, shuttle), allow(dead_code))]
     pub(crate) fn fire_due_now(&self) -> usize {
@@ -558,7 +566,7 @@ impl Driver {
             Some(target) if target <= self.now_tick() => Keep::Due,
             Some(target) => {
                 let at = self.origin.checked_add(Duration::from_millis(target));
-                Keep::Wait(at.map(|at| at.saturating_duration_since(Instant::now())))
+                Keep::Wait(at.map(|at| at.saturating_duration_since(super::clock::now())))
             }
         }
     }

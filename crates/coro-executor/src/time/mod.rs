@@ -16,6 +16,7 @@
 //! - `driver.rs`: the wheel of wakers behind a mutex; who sleeps until its next expiry (a
 //!   pool's keeper worker, or the global `coro-timer` thread) and how an earlier registration
 //!   wakes it; the lock-free "has it fired?" generation counters; and [`pending_timers`].
+//! - `clock.rs`: the time every timer reads (the system clock, or a simulation's virtual one).
 //! - `sleep.rs`: the [`Sleep`] future, [`sleep()`] and [`sleep_until`].
 //!
 //! Guarantees: a `Sleep` never completes before `Instant::now() >= deadline`, and normally
@@ -36,12 +37,27 @@
 //! });
 //! ```
 
+mod clock;
 mod driver;
 mod sleep;
 mod wheel;
 
 // The pools' side of their timers; the models have no pool timers.
+#[cfg_attr(any(loom, shuttle), allow(unused_imports))]
+pub(crate) use clock::set_virtual;
 pub use driver::pending_timers;
 #[cfg_attr(any(loom, shuttle), allow(unused_imports))]
 pub(crate) use driver::{Driver, Keep, Kick, register_driver};
 pub use sleep::{Sleep, sleep, sleep_until};
+
+/// The time timers go by: `std::time::Instant::now()`, except on a thread that runs a
+/// deterministic simulation ([`crate::sim`]), where it is the simulation's virtual clock.
+///
+/// ```
+/// let before = std::time::Instant::now();
+/// let now = coro_executor::time::now();
+/// assert!(now >= before && now <= std::time::Instant::now());
+/// ```
+pub fn now() -> std::time::Instant {
+    clock::now()
+}

@@ -29,7 +29,7 @@ use super::driver::{Driver, Refused, Registration, global};
 /// assert!(start.elapsed() >= Duration::from_millis(10));
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    let now = Instant::now();
+    let now = super::clock::now();
     sleep_until(now.checked_add(duration).unwrap_or_else(|| far_future(now)))
 }
 
@@ -183,7 +183,7 @@ impl Sleep {
         match &self.state {
             State::Done => true,
             State::Registered(reg) if reg.has_fired() && !self.driver.get().is_closed() => true,
-            _ => Instant::now() >= self.deadline,
+            _ => super::clock::now() >= self.deadline,
         }
     }
 
@@ -230,7 +230,7 @@ impl Sleep {
     /// The registration fired: done, unless its driver fired it early because its pool shut
     /// down, in which case the global driver takes the timer over.
     fn fired(&mut self, waker: &Waker) -> Poll<()> {
-        if self.driver.get().is_closed() && Instant::now() < self.deadline {
+        if self.driver.get().is_closed() && super::clock::now() < self.deadline {
             self.driver = DriverRef::Static(global());
             return self.register(waker);
         }
@@ -308,7 +308,7 @@ impl Sleep {
                     // Fast path, no lock: the entry is already freed (see driver.rs).
                     return this.fired(cx.waker());
                 }
-                if Instant::now() >= this.deadline {
+                if super::clock::now() >= this.deadline {
                     // Due, but the driver has not got to it yet: no need to wait for it.
                     return this.complete();
                 }
@@ -318,7 +318,7 @@ impl Sleep {
                 }
             }
             State::Idle => {
-                if Instant::now() >= this.deadline {
+                if super::clock::now() >= this.deadline {
                     this.state = State::Done;
                     return Poll::Ready(());
                 }

@@ -1,10 +1,10 @@
 //! [`Evented`]: a non-blocking OS socket and its registration with the pool's IO driver, and
 //! the retry loop every socket operation shares.
 
-use coro_executor::io::Registration;
+use coro_executor::io::{ReadyEvent, Registration};
 use std::io;
 use std::os::fd::AsFd;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 /// A non-blocking socket registered with an IO driver. The registration is declared first, so
 /// it is dropped (deregistered) before the socket closes its fd.
@@ -33,7 +33,7 @@ impl<T: AsFd> Evented<T> {
         cx: &mut Context<'_>,
         op: impl FnMut(&T) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
-        self.poll_with(cx, op, Registration::poll_read_ready)
+        self.poll_with(cx, op, Registration::poll_read_ready, |_| false)
     }
 
     /// As [`poll_read_with`](Self::poll_read_with), waiting for write readiness.
@@ -42,32 +42,149 @@ impl<T: AsFd> Evented<T> {
         cx: &mut Context<'_>,
         op: impl FnMut(&T) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
-        self.poll_with(cx, op, Registration::poll_write_ready)
+        self.poll_with(cx, op, Registration::poll_write_ready, |_| false)
     }
 
-    /// The retry loop: `op`, and on `WouldBlock` a wait for readiness (`ready`), again.
+    /// A read of up to `len` bytes from a stream socket: as
+    /// [`poll_read_with`](Self::poll_read_with), and a short read (fewer bytes than `len`, but
+    /// some) also clears the read readiness: the socket was drained, so the next read waits for
+    /// the OS to report new data instead of trying a `recv` that would fail.
+    pub(crate) fn poll_read_stream(
+        &self,
+        cx: &mut Context<'_>,
+        len: usize,
+        op: impl FnMut(&T) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        self.poll_with(cx, op, Registration::poll_read_ready, |&n| n > 0 && n < len)
+    }
+
+    /// A write of `len` bytes to a stream socket: a short write clears the write readiness (the
+    /// send buffer is full), as a short read does in [`poll_read_stream`](Self::poll_read_stream).
+    pub(crate) fn poll_write_stream(
+        &self,
+        cx: &mut Context<'_>,
+        len: usize,
+        op: impl FnMut(&T) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        self.poll_with(cx, op, Registration::poll_write_ready, |&n| {
+            n > 0 && n < len
+        })
+    }
+
+    /// The retry loop: a wait for readiness (`ready`), `op`, and on `WouldBlock` (or when
+    /// `drained` says the result emptied the socket) a clear of the readiness it relied on.
     fn poll_with<R>(
         &self,
         cx: &mut Context<'_>,
         mut op: impl FnMut(&T) -> io::Result<R>,
-        ready: fn(&Registration, &mut Context<'_>) -> Poll<io::Result<()>>,
+        ready: fn(&Registration, &mut Context<'_>) -> Poll<io::Result<ReadyEvent>>,
+        drained: impl Fn(&R) -> bool,
     ) -> Poll<io::Result<R>> {
         loop {
+            let event = ready!(ready(&self.registration, cx))?;
             match op(&self.io) {
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                    match ready(&self.registration, cx) {
-                        Poll::Ready(Ok(())) => continue,
-                        Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
-                        Poll::Pending => return Poll::Pending,
-                    }
+                    self.registration.clear_readiness(event);
                 }
-                result => return Poll::Ready(result),
+                result => {
+                    if result.as_ref().is_ok_and(&drained) {
+                        self.registration.clear_drained(event);
+                    }
+                    return Poll::Ready(result);
+                }
             }
         }
     }
 
-    /// Waits until the socket is writable (a non-blocking connect has finished).
-    pub(crate) fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.registration.poll_write_ready(cx)
+    /// Waits until a non-blocking connect has finished: `connected` says whether it has
+    /// (`Ok(false)`: still in progress), or the error it ended with.
+    pub(crate) fn poll_connected(
+        &self,
+        cx: &mut Context<'_>,
+        connected: impl Fn(&T) -> io::Result<bool>,
+    ) -> Poll<io::Result<()>> {
+        // A socket counts as writable until an attempt says otherwise, so "writable" alone does
+        // not say that the connect finished: ask, and wait again while it goes on.
+        self.poll_write_with(cx, |io| match connected(io)? {
+            true => Ok(()),
+            false => Err(io::ErrorKind::WouldBlock.into()),
+        })
+    }
+}
+
+/// Whether a non-blocking connect has finished, from the socket's pending error (`SO_ERROR`) and
+/// its peer address: the error it failed with, `Ok(true)` once there is a peer, `Ok(false)`
+/// while there is neither (still connecting).
+pub(crate) fn connect_finished<A>(
+    error: io::Result<Option<io::Error>>,
+    peer: io::Result<A>,
+) -> io::Result<bool> {
+    if let Some(err) = error? {
+        return Err(err);
+    }
+    match peer {
+        Ok(_) => Ok(true),
+        Err(err) if err.kind() == io::ErrorKind::NotConnected => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+#[cfg(all(test, not(any(loom, shuttle))))]
+mod tests {
+    use super::Evented;
+    use std::cell::Cell;
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    use std::task::{Context, Poll, Waker};
+    use std::time::{Duration, Instant};
+
+    /// Reads through `poll_read_stream` with a 64-byte buffer, counting the `recv`s tried.
+    fn read(stream: &Evented<UnixStream>, recvs: &Cell<usize>) -> Poll<std::io::Result<usize>> {
+        let mut buf = [0u8; 64];
+        let mut cx = Context::from_waker(Waker::noop());
+        stream.poll_read_stream(&mut cx, buf.len(), |mut s| {
+            recvs.set(recvs.get() + 1);
+            s.read(&mut buf)
+        })
+    }
+
+    #[test]
+    fn a_short_read_drains_the_readiness_so_no_recv_is_wasted() {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let a = Evented::new(a).unwrap();
+        let recvs = Cell::new(0);
+        b.write_all(b"hello").unwrap();
+        assert!(matches!(read(&a, &recvs), Poll::Ready(Ok(5))));
+        assert_eq!(recvs.get(), 1);
+        // Fewer bytes than the buffer: the socket is empty, and the next read waits for the OS
+        // to report new data instead of trying a `recv` that would fail.
+        assert!(read(&a, &recvs).is_pending());
+        assert_eq!(recvs.get(), 1, "a recv was tried on a drained socket");
+        // New data: the pool's driver reports it, and the next read gets it.
+        b.write_all(b"again").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match read(&a, &recvs) {
+                Poll::Ready(got) => break assert_eq!(got.unwrap(), 5),
+                Poll::Pending if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Poll::Pending => panic!("the driver never reported the new data"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_read_keeps_the_readiness_for_what_is_left() {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let a = Evented::new(a).unwrap();
+        let recvs = Cell::new(0);
+        b.write_all(&[7; 100]).unwrap();
+        // A full buffer says nothing about what is left: read on without waiting.
+        assert!(matches!(read(&a, &recvs), Poll::Ready(Ok(64))));
+        assert!(matches!(read(&a, &recvs), Poll::Ready(Ok(36))));
+        assert_eq!(recvs.get(), 2);
     }
 }

@@ -41,7 +41,7 @@ pub(super) fn poll_read<S: StreamSocket>(
 where
     for<'a> &'a S: Read + Write,
 {
-    inner.poll_read_with(cx, |mut s| s.read(buf))
+    inner.poll_read_stream(cx, buf.len(), |mut s| s.read(buf))
 }
 
 pub(super) fn poll_write<S: StreamSocket>(
@@ -52,7 +52,7 @@ pub(super) fn poll_write<S: StreamSocket>(
 where
     for<'a> &'a S: Read + Write,
 {
-    inner.poll_write_with(cx, |mut s| s.write(buf))
+    inner.poll_write_stream(cx, buf.len(), |mut s| s.write(buf))
 }
 
 pub(super) fn poll_write_vectored<S: StreamSocket>(
@@ -63,7 +63,8 @@ pub(super) fn poll_write_vectored<S: StreamSocket>(
 where
     for<'a> &'a S: Read + Write,
 {
-    inner.poll_write_with(cx, |mut s| s.write_vectored(bufs))
+    let len = bufs.iter().map(|b| b.len()).sum();
+    inner.poll_write_stream(cx, len, |mut s| s.write_vectored(bufs))
 }
 
 pub(super) fn shutdown_write<S: StreamSocket>(inner: &Evented<S>) -> Poll<io::Result<()>>
@@ -75,6 +76,19 @@ where
         Err(err) if err.kind() == io::ErrorKind::NotConnected => Ok(()),
         other => other,
     })
+}
+
+/// Reads into `buf` in place, which may be uninitialised: no zeroing, no scratch copy.
+pub(super) fn poll_read_uninit<S: StreamSocket>(
+    inner: &Evented<S>,
+    cx: &mut Context<'_>,
+    buf: &mut [std::mem::MaybeUninit<u8>],
+) -> Poll<io::Result<usize>>
+where
+    for<'a> &'a S: Read + Write,
+{
+    let len = buf.len();
+    inner.poll_read_stream(cx, len, |s| socket2::SockRef::from(s).recv(buf))
 }
 
 /// Reads into tokio's `ReadBuf` in place: the bytes land in its unfilled (possibly
@@ -92,8 +106,7 @@ where
     // (the slice is handed to the kernel as a plain buffer), so bytes that were initialised
     // before stay so, as `unfilled_mut` requires.
     let unfilled = unsafe { buf.unfilled_mut() };
-    let n =
-        std::task::ready!(inner.poll_read_with(cx, |s| socket2::SockRef::from(s).recv(unfilled)))?;
+    let n = std::task::ready!(poll_read_uninit(inner, cx, unfilled))?;
     // SAFETY: `recv` returned `n`: the kernel wrote the first `n` bytes of the unfilled part.
     unsafe { buf.assume_init(n) };
     buf.advance(n);

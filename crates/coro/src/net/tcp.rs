@@ -2,7 +2,7 @@
 
 use super::addr::{ToSocketAddrs, resolve, try_each};
 use super::cancel_aware;
-use super::evented::Evented;
+use super::evented::{Evented, connect_finished};
 use super::stream::{impl_read, impl_write};
 use futures_core::Stream;
 use std::io;
@@ -231,6 +231,37 @@ impl TcpStream {
         self.inner.get_ref().local_addr()
     }
 
+    /// Reads into `buf`, which may be uninitialised, in place: the bytes land in its first
+    /// `n` elements, for the `Ready(Ok(n))` returned (0: the peer closed its write side). For
+    /// adapters to IO traits that hand out uninitialised buffers (hyper's `ReadBufCursor`, as
+    /// `coro_hyper` uses it), which `futures_io::AsyncRead` would make them zero first.
+    /// Pending, the task is woken when the socket becomes readable.
+    ///
+    /// ```
+    /// use futures::AsyncWriteExt;
+    /// use std::mem::MaybeUninit;
+    ///
+    /// # coro::block_wait(async {
+    /// let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    /// let mut client = coro::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+    /// let (server, _) = listener.accept().await.unwrap();
+    /// client.write_all(b"uninit").await.unwrap();
+    /// let mut buf = [MaybeUninit::<u8>::uninit(); 16];
+    /// let n = std::future::poll_fn(|cx| server.poll_read_uninit(cx, &mut buf)).await.unwrap();
+    /// assert!(n > 0);
+    /// // SAFETY: the first `n` bytes were written by the read.
+    /// let got = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
+    /// assert_eq!(got, &b"uninit"[..n]);
+    /// # });
+    /// ```
+    pub fn poll_read_uninit(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [std::mem::MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>> {
+        super::stream::poll_read_uninit(&self.inner, cx, buf)
+    }
+
     /// The peer's address.
     ///
     /// ```
@@ -273,12 +304,10 @@ async fn connect_one(addr: SocketAddr) -> io::Result<TcpStream> {
         Err(err) => return Err(err),
     }
     let evented = Evented::new(std::net::TcpStream::from(socket))?;
-    std::future::poll_fn(|cx| evented.poll_writable(cx)).await?;
-    if let Some(err) = evented.get_ref().take_error()? {
-        return Err(err);
-    }
-    // Writable without an error can still mean "not connected" on some systems: ask.
-    evented.get_ref().peer_addr()?;
+    std::future::poll_fn(|cx| {
+        evented.poll_connected(cx, |s| connect_finished(s.take_error(), s.peer_addr()))
+    })
+    .await?;
     Ok(TcpStream {
         inner: Arc::new(evented),
     })

@@ -1,7 +1,7 @@
 //! Unix-domain sockets (Unix only): [`UnixListener`], [`UnixStream`] and its owned halves.
 
 use super::cancel_aware;
-use super::evented::Evented;
+use super::evented::{Evented, connect_finished};
 use super::stream::{impl_read, impl_write};
 use super::tcp::in_progress;
 use std::io;
@@ -121,10 +121,10 @@ impl UnixStream {
         let inner = Evented::new(std::os::unix::net::UnixStream::from(
             std::os::fd::OwnedFd::from(socket),
         ))?;
-        cancel_aware(std::future::poll_fn(|cx| inner.poll_writable(cx))).await?;
-        if let Some(err) = inner.get_ref().take_error()? {
-            return Err(err);
-        }
+        cancel_aware(std::future::poll_fn(|cx| {
+            inner.poll_connected(cx, |s| connect_finished(s.take_error(), s.peer_addr()))
+        }))
+        .await?;
         Ok(UnixStream {
             inner: Arc::new(inner),
         })

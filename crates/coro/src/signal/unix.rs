@@ -365,6 +365,8 @@ impl Signal {
     /// # }).unwrap();
     /// ```
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<()>> {
+        // The readiness the last drain relied on: a drain that finds nothing clears it.
+        let mut relied_on = None;
         loop {
             match self.drain() {
                 Ok(true) => return Poll::Ready(Some(())),
@@ -372,8 +374,11 @@ impl Signal {
                 // `Signal` does; should it happen anyway, nothing can be delivered any more.
                 Ok(false) => return Poll::Ready(None),
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    if let Some(ready) = relied_on.take() {
+                        self.registration.clear_readiness(ready);
+                    }
                     match self.registration.poll_read_ready(cx) {
-                        Poll::Ready(Ok(())) => continue,
+                        Poll::Ready(Ok(ready)) => relied_on = Some(ready),
                         // The driver is gone (its pool shut down): nothing can wake us again.
                         Poll::Ready(Err(_)) => return Poll::Ready(None),
                         Poll::Pending => return Poll::Pending,

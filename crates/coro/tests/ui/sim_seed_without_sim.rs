@@ -1,0 +1,4 @@
+#[coro::test(seed = 3)]
+async fn seeded() {}
+
+fn main() {}
