@@ -23,6 +23,7 @@
 //! cargo run --release --example service -- --redis redis://127.0.0.1:6379/
 //! cargo run --release --example service -- --duration 5 --concurrency 64
 //! cargo run --release --example service -- --serve 127.0.0.1:8080   # then curl or wrk it
+//! cargo run --release --example service -- --serve --console 127.0.0.1:6669  # and open the console
 //! ```
 //!
 //! With `--serve`, SIGTERM or SIGINT (Ctrl-C) shuts the server down gracefully through
@@ -46,7 +47,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: service [--serve [ADDR]] [--duration SECS] [--concurrency N] \
-                     [--postgres URL] [--redis URL]";
+                     [--postgres URL] [--redis URL] [--console ADDR]";
 /// Users the load generator asks for: few enough that requests for one id overlap.
 const KEYS: u64 = 64;
 /// One request in this many asks for the slow feed, which hits the deadline.
@@ -58,6 +59,8 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 struct Args {
     serve: Option<SocketAddr>,
+    /// Where to serve the live task console (coro-console), if anywhere.
+    console: Option<SocketAddr>,
     store: store::StoreConfig,
     duration: Duration,
     concurrency: usize,
@@ -66,6 +69,7 @@ struct Args {
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         serve: None,
+        console: None,
         store: store::StoreConfig::default(),
         duration: Duration::from_secs(3),
         concurrency: 32,
@@ -94,6 +98,7 @@ fn parse_args() -> Result<Args, String> {
                     return Err("--concurrency must be between 1 and 1024".into());
                 }
             }
+            "--console" => args.console = Some(value(it.next(), &flag)?),
             "--postgres" => args.store.postgres = Some(value(it.next(), &flag)?),
             "--redis" => args.store.redis = Some(value(it.next(), &flag)?),
             _ => return Err(format!("unknown argument {flag}")),
@@ -118,6 +123,15 @@ async fn main() {
         store: args.store.clone(),
         ..Config::default()
     };
+    // On a pool of its own: it answers even when every worker of the service is stuck.
+    let _console = args.console.map(|addr| {
+        let console = coro_console::spawn(addr).unwrap_or_else(|err| {
+            eprintln!("service: cannot start the console on {addr}: {err}");
+            std::process::exit(1);
+        });
+        eprintln!("console on http://{}/", console.local_addr());
+        console
+    });
     if let Some(addr) = args.serve {
         return serve(addr, config).await;
     }

@@ -35,7 +35,7 @@
 //! once); `python3 benches/ratios.py --bench channel --runs 3` runs it in three processes and
 //! prints each function's median and coro / best peer.
 
-use coro_benches::{AsyncExecutorRt, Runtime, Spawner, WORKERS};
+use coro_benches::{AsyncExecutorRt, Runtime, Spawner, WORKERS, with_console_stats};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use criterion::{criterion_group, criterion_main};
@@ -404,6 +404,9 @@ fn channel_ping_pong(c: &mut Criterion) {
     short_iterations(&mut group);
     group.throughput(Throughput::Elements(ROUND_TRIPS));
     ping_pong::<coro::ThreadPool, _, _>(&mut group, "coro", || coro::channel::bounded(1));
+    with_console_stats(|| {
+        ping_pong::<coro::ThreadPool, _, _>(&mut group, "coro_stats", || coro::channel::bounded(1))
+    });
     ping_pong::<TokioRt, _, _>(&mut group, "tokio", || tokio::sync::mpsc::channel(1));
     ping_pong::<AsyncExecutorRt, _, _>(&mut group, "async_channel", || async_channel::bounded(1));
     ping_pong::<AsyncExecutorRt, _, _>(&mut group, "flume", || flume::bounded(1));
@@ -437,6 +440,11 @@ fn channel_mpmc_bounded(c: &mut Criterion) {
     let mut group = c.benchmark_group("channel/mpmc_bounded");
     long_iterations(&mut group, MPMC_MESSAGES);
     mpmc::<coro::ThreadPool, _, _>(&mut group, "coro", || coro::channel::bounded(MPMC_CAPACITY));
+    with_console_stats(|| {
+        mpmc::<coro::ThreadPool, _, _>(&mut group, "coro_stats", || {
+            coro::channel::bounded(MPMC_CAPACITY)
+        })
+    });
     // tokio's receiver behind a `tokio::sync::Mutex` shared by the consumers (`TokioShared`).
     mpmc::<TokioRt, _, _>(&mut group, "tokio", || {
         tokio::sync::mpsc::channel(MPMC_CAPACITY)
@@ -466,6 +474,11 @@ fn channel_pipeline(c: &mut Criterion) {
     long_iterations(&mut group, PIPELINE_ITEMS);
     pipeline::<coro::ThreadPool, _, _>(&mut group, "coro", || {
         coro::channel::bounded(PIPELINE_CAPACITY)
+    });
+    with_console_stats(|| {
+        pipeline::<coro::ThreadPool, _, _>(&mut group, "coro_stats", || {
+            coro::channel::bounded(PIPELINE_CAPACITY)
+        })
     });
     pipeline::<TokioRt, _, _>(&mut group, "tokio", || {
         tokio::sync::mpsc::channel(PIPELINE_CAPACITY)

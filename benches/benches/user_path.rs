@@ -34,7 +34,8 @@
 //!   read-mostly cache under contention, where a fair lock hands over between readers and
 //!   writers.
 //!
-//! Function ids: `coro`, `tokio`, `async_executor`, plus the diagnostic rows `coro_boxed`
+//! Function ids: `coro`, `tokio`, `async_executor`, plus the diagnostic rows `coro_stats` (coro
+//! with the per-poll statistics of an attached console on), `coro_boxed`
 //! (`task_chain`) and `tokio_watch` (`fanout_10k`). Every runtime has [`WORKERS`] worker
 //! threads and is built once per bench function, outside `b.iter`; async-executor is run as in
 //! `rt_multi_threaded` (a leaked `Executor<'static>` run by [`WORKERS`] std threads). The shape
@@ -55,7 +56,7 @@
 //! benchmark once); `python3 benches/ratios.py --bench user_path` prints each runtime's median
 //! and coro / best peer from criterion's estimates.
 
-use coro_benches::{AsyncExecutorRt, Runtime, Spawner, WORKERS, run};
+use coro_benches::{AsyncExecutorRt, Runtime, Spawner, WORKERS, run, with_console_stats};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use futures::channel::oneshot;
@@ -403,6 +404,7 @@ fn rwlock_mixed<R: Runtime, L: BenchRwLock>(group: &mut Group<'_>, name: &str) {
 fn user_spawn_many_local(c: &mut Criterion) {
     let mut group = c.benchmark_group("user_path/spawn_many_local");
     spawn_many_local::<coro::ThreadPool>(&mut group, "coro");
+    with_console_stats(|| spawn_many_local::<coro::ThreadPool>(&mut group, "coro_stats"));
     spawn_many_local::<tokio::runtime::Runtime>(&mut group, "tokio");
     spawn_many_local::<AsyncExecutorRt>(&mut group, "async_executor");
     group.finish();
@@ -414,6 +416,9 @@ fn user_task_chain(c: &mut Criterion) {
     let mut group = c.benchmark_group("user_path/task_chain");
     group.throughput(Throughput::Elements(CHAINS * CHAIN_DEPTH));
     task_chain::<coro::ThreadPool, _>(&mut group, "coro", task_chain_levels);
+    with_console_stats(|| {
+        task_chain::<coro::ThreadPool, _>(&mut group, "coro_stats", task_chain_levels)
+    });
     task_chain::<coro::ThreadPool, _>(&mut group, "coro_boxed", boxed_chain_levels);
     task_chain::<tokio::runtime::Runtime, _>(&mut group, "tokio", boxed_chain_levels);
     task_chain::<AsyncExecutorRt, _>(&mut group, "async_executor", boxed_chain_levels);
@@ -425,6 +430,9 @@ fn user_task_chain(c: &mut Criterion) {
 fn user_fanout_10k(c: &mut Criterion) {
     let mut group = c.benchmark_group("user_path/fanout_10k");
     fanout_10k::<coro::ThreadPool, coro::sync::SharedPromise<u64>>(&mut group, "coro");
+    with_console_stats(|| {
+        fanout_10k::<coro::ThreadPool, coro::sync::SharedPromise<u64>>(&mut group, "coro_stats")
+    });
     fanout_10k::<tokio::runtime::Runtime, FuturesShared>(&mut group, "tokio");
     fanout_10k::<tokio::runtime::Runtime, TokioWatch>(&mut group, "tokio_watch");
     fanout_10k::<AsyncExecutorRt, FuturesShared>(&mut group, "async_executor");
@@ -435,6 +443,9 @@ fn user_fanout_10k(c: &mut Criterion) {
 fn user_rwlock_mixed(c: &mut Criterion) {
     let mut group = c.benchmark_group("user_path/rwlock_mixed");
     rwlock_mixed::<coro::ThreadPool, coro::sync::SharedMutexFair<u64>>(&mut group, "coro");
+    with_console_stats(|| {
+        rwlock_mixed::<coro::ThreadPool, coro::sync::SharedMutexFair<u64>>(&mut group, "coro_stats")
+    });
     rwlock_mixed::<tokio::runtime::Runtime, tokio::sync::RwLock<u64>>(&mut group, "tokio");
     rwlock_mixed::<AsyncExecutorRt, async_lock::RwLock<u64>>(&mut group, "async_executor");
     group.finish();

@@ -22,6 +22,10 @@
 //! | `engine_yield` | `yield`, as `yield` does, on the executor itself (plain futures) | 10,000 polls |
 //! | `boxed_chain` | `chain` with `Pin<Box<dyn Future>>` levels: the reference a Task level is measured against | 1,000 levels |
 //!
+//! With `CORO_STATS=1` in the environment, the run holds `collect_stats()` (the per-poll
+//! statistics of an attached console on): with and without it, the counts tell what the
+//! statistics cost per operation when on.
+//!
 //! The `engine_` shapes go through `ExecutorHandle::spawn`, without coro's Task layer: what
 //! tracing costs the executor alone (task states and the current task; the task list is there
 //! in both builds, as dumps and metrics need it).
@@ -141,6 +145,8 @@ fn main() {
         Some("pool") => true,
         Some(_) => usage(),
     };
+    let _stats = (std::env::var_os("CORO_STATS").as_deref() == Some("1".as_ref()))
+        .then(coro::executor::trace::collect_stats);
     let task = Task::new(async move {
         for _ in 0..rounds {
             round(&shape).await;

@@ -284,3 +284,16 @@ impl Runtime for AsyncExecutorRt {
         futures_lite::future::block_on(self.ex.spawn(root))
     }
 }
+
+/// Runs `bench` (one bench function of a group) with coro's per-poll statistics on, as they are
+/// while a console is attached: the `coro_stats` rows beside `coro` in `user_path` and
+/// `channel`. They go off again within a millisecond of `bench`'s return.
+///
+/// ```no_run
+/// let stats_on = coro_benches::with_console_stats(coro::executor::trace::stats_enabled);
+/// assert!(stats_on);
+/// ```
+pub fn with_console_stats<T>(bench: impl FnOnce() -> T) -> T {
+    let _stats = coro::executor::trace::collect_stats();
+    bench()
+}

@@ -10,16 +10,21 @@
 //!
 //! One concept per file: `frame` (a frame of a stack), `cell` (a task's trace cell),
 //! `publish` (attaching a cell, publishing where the task suspends), `snapshot` (copies for
-//! dumps); `name` is a frame's compact name. Frames and cells are plain data, below the task
-//! layer (`crate::task`, whose header points at a cell); publication and snapshots work on
-//! tasks, above it.
+//! dumps); `name` is a frame's compact name; `stats` the per-task counters for consoles and
+//! their on/off switch; `wait` what a suspended task waits on, and `slot` its encoding in the
+//! task's header. Frames and cells are plain data, below the task layer (`crate::task`, whose
+//! header points at a cell); publication and snapshots work on tasks, above it.
 
 mod cell;
 mod frame;
 mod name;
 mod publish;
+mod slot;
 mod snapshot;
+mod stats;
+mod wait;
 
+pub use crate::pool::{PoolCensus, census};
 pub use crate::task::{TaskHeader, TaskState};
 pub(crate) use cell::OwnedCell;
 pub use cell::TraceCell;
@@ -27,12 +32,21 @@ pub use frame::Frame;
 pub use publish::{
     attach, attach_owned, current_task_id, note_relinked, publish_suspension, without_publishing,
 };
-pub(crate) use snapshot::snapshot_of;
+#[cfg(not(coro_untraced))]
+pub(crate) use slot::poll_starts;
 pub use snapshot::{TaskSnapshot, snapshot_tasks};
+pub(crate) use snapshot::{snapshot_list, snapshot_of};
+pub(crate) use stats::{PollStart, StatsBlock, TaskStats, is_mark, set_worker_index, spawn_mark};
+pub use stats::{
+    REQUEST_KEEPS_ON, StatsGuard, collect_stats, request_stats, stats_clock_slack, stats_enabled,
+};
+pub use wait::{
+    LockKind, WaitOn, WaitRegistration, begin_wait, end_wait, wait_on, wait_until_polled,
+};
 
 // What the files share, for their `use super::*`.
 use crate::loom::sync::Mutex;
-use crate::task::header::{OWNED_CELL, PUBLISHED, RELINKED, RUNNING, UNKNOWN};
+use crate::task::header::{OWNED_CELL, PUBLISHED, RELINKED, RUNNING, STATE_BYTE, UNKNOWN};
 use cell::{AWAITED_BY_PARENT, ROOT_ONLY};
 use name::FrameName;
 use std::borrow::Cow;

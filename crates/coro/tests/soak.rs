@@ -29,7 +29,9 @@
 //! and its 99th percentile. VmRSS and VmHWM (peak RSS) are read at the start, middle and end;
 //! from `CORO_SOAK_SECS=120` on ("long mode") the end's must be within 1.5x the middle's. A
 //! panic that was not planned fails the soak even in a task nobody awaits. The last lines
-//! printed are a markdown table of the figures (RELIABILITY.md holds those of real runs).
+//! printed are a markdown table of the figures (RELIABILITY.md holds those of real runs). Every
+//! second the watchdog takes a `coro::trace::snapshot()`, which must report no `Deadlock` and
+//! no `LostWake` on this healthy work.
 //!
 //! Run: `cargo test -p coro --release --test soak -- --nocapture`
 //! (`CORO_SOAK_SECS=5` for a quick local run; `CORO_SOAK_WORKERS=n` fixes the pool's workers,
@@ -1701,9 +1703,33 @@ fn soak() {
         .collect();
     // Watchdog: every round must finish within ROUND_DEADLINE.
     let mut last_report = Instant::now();
+    let mut last_snapshot = Instant::now();
+    let mut snapshots = 0u64;
     let mut mem_middle = None;
     while !threads.is_empty() {
         std::thread::sleep(Duration::from_millis(20));
+        // The console's verdicts on healthy work: a snapshot every second, never a deadlock
+        // or a lost wake-up.
+        if last_snapshot.elapsed() >= Duration::from_secs(1) {
+            last_snapshot = Instant::now();
+            snapshots += 1;
+            let snap = coro::trace::snapshot();
+            let wrong: Vec<_> = snap
+                .warnings
+                .iter()
+                .filter(|w| {
+                    matches!(
+                        w,
+                        coro::trace::Warning::Deadlock { .. }
+                            | coro::trace::Warning::LostWake { .. }
+                    )
+                })
+                .collect();
+            assert!(
+                wrong.is_empty(),
+                "CORO_SOAK_SEED={seed}: a snapshot reported {wrong:?} on healthy work:\n{snap}"
+            );
+        }
         if mem_middle.is_none() && epoch.elapsed() >= Duration::from_secs(secs) / 2 {
             mem_middle = Some(mem_status());
         }
@@ -1744,6 +1770,7 @@ fn soak() {
         }
     }
     let elapsed = epoch.elapsed();
+    println!("soak: {snapshots} snapshots, no deadlock or lost wake-up reported");
     let soak_rounds = ROUNDS.load(SeqCst);
     let mem_end = mem_status();
     let mem_middle = mem_middle.unwrap_or(mem_end);

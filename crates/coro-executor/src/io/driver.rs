@@ -143,6 +143,11 @@ impl IoDriver {
         self.live.load(Relaxed) > 0
     }
 
+    /// How many sockets are registered.
+    pub(crate) fn sources(&self) -> usize {
+        self.live.load(Relaxed)
+    }
+
     /// Milliseconds since the OS was last polled.
     pub(crate) fn ms_since_poll(&self) -> u64 {
         let now = self.origin.elapsed().as_millis() as u64;

@@ -51,6 +51,9 @@ impl Source {
             Poll::Ready(None) => Poll::Ready(Err(pool_gone())),
             Poll::Pending => {
                 self.os.armed();
+                // Until the task's next poll, it waits on this socket (the poll functions have
+                // no future of their own to hold a registration).
+                crate::trace::wait_until_polled(crate::trace::WaitOn::Io(self.fd));
                 Poll::Pending
             }
         }

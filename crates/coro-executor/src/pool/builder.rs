@@ -384,6 +384,7 @@ impl ThreadPool {
             },
         ));
         crate::task::registry::register(&shared.tasks);
+        super::census::register(&shared);
         let mut pool = ThreadPool {
             shared: shared.clone(),
             threads: Vec::with_capacity(workers),

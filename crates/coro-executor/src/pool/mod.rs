@@ -6,6 +6,8 @@
 //!   and the absorbed pushes it follows; `idle`: who searches and who sleeps, and so whom to
 //!   wake;
 //! - `offer`: a worker's slot for work it makes available to idle ones without spawning it;
+//! - `census`: the registry of live pools and [`census`], their counters and tasks for
+//!   consoles;
 //! - `helpers`: the spare worker slots and their helper threads; `metrics`: the counters and
 //!   their public snapshot; `stall`: the stall report settings and the public `StallReport`;
 //!   `reaper`: dropping tasks woken after shutdown;
@@ -22,6 +24,7 @@
 //! - this file: [`ThreadPool`]; `builder`: its configuration and constructors.
 
 mod builder;
+mod census;
 mod handoff;
 mod helpers;
 mod idle;
@@ -51,6 +54,7 @@ mod watch;
 mod worker;
 
 pub use builder::{BuildError, ThreadPoolBuilder};
+pub use census::{PoolCensus, census};
 
 /// The timer driver of the pool whose worker this thread is (created on first use), if any:
 /// where a `Sleep` polled here registers.
@@ -71,7 +75,7 @@ pub use stall::StallReport;
 pub use worker::offer_while;
 
 use crate::task::JoinHandle;
-use shared::Remote;
+
 pub(crate) use shared::Shared;
 use std::future::Future;
 use std::sync::Arc;
@@ -152,28 +156,7 @@ impl ThreadPool {
     /// assert_eq!(m.live_tasks, 0);
     /// ```
     pub fn metrics(&self) -> PoolMetrics {
-        let shared = &self.shared;
-        let (blocking_threads, blocking_queue_depth) = shared.blocking.stats();
-        PoolMetrics {
-            workers: shared.remotes[..shared.workers]
-                .iter()
-                .map(Remote::snapshot)
-                .collect(),
-            global_queue_depth: shared.inject.len(),
-            live_tasks: shared.tasks.live(),
-            searching_workers: shared.idle.num_searching(),
-            max_searching_workers: shared.idle.max_searching(),
-            blocking_threads,
-            blocking_queue_depth,
-            helpers_started: shared.helpers.started(),
-            helpers: shared.remotes[shared.workers..].iter().fold(
-                WorkerMetrics::default(),
-                |mut sum, r| {
-                    sum.add(&r.snapshot());
-                    sum
-                },
-            ),
-        }
+        self.shared.metrics()
     }
 
     /// Stops the pool: workers finish the poll they are in and exit, every unfinished task is

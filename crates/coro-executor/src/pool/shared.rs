@@ -195,7 +195,7 @@ pub(crate) struct Shared {
     /// Stall reports, if on (`stall.rs`).
     pub(crate) stall: Option<StallConfig>,
     /// The prefix of the pool's thread names.
-    thread_name: String,
+    pub(crate) thread_name: String,
     shutdown: AtomicBool,
     /// The IO driver, created when the first socket registers (`io/driver.rs`).
     #[cfg(not(any(loom, shuttle)))]

@@ -189,6 +189,7 @@ fn run_as(
 fn run_worker(worker: Worker, start: impl FnOnce(&Worker)) -> Local<Runnable> {
     CURRENT.with(|c| c.set(&worker));
     crate::task::set_shard_hint(worker.index);
+    crate::trace::set_worker_index(worker.index);
     /// Clears `CURRENT` even if the loop unwinds, so no dangling pointer survives the frame.
     struct Reset;
     impl Drop for Reset {

@@ -4,6 +4,7 @@
 use super::header::TaskHeader;
 #[cfg(not(coro_untraced))]
 use super::header::{RUNNING, SUSPENDED};
+use crate::trace::PollStart;
 use std::cell::Cell;
 use std::ptr;
 #[cfg(not(coro_untraced))]
@@ -21,9 +22,21 @@ coro_loom::thread_local_const! {
 #[inline]
 #[cfg(not(coro_untraced))]
 pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
-    header.state.store(RUNNING, Relaxed);
+    let stats = if crate::trace::stats_enabled() {
+        header.count_poll_start()
+    } else {
+        PollStart::NONE
+    };
+    // The waits of the previous poll's `wait_until_polled` end as this one starts.
+    let word = crate::trace::poll_starts(header.state.load(Relaxed));
+    header.set_state(word, RUNNING);
     let prev = CURRENT.with(|c| c.replace(header));
-    Running { header, prev }
+    Running {
+        header,
+        prev,
+        stats,
+        pending: false,
+    }
 }
 
 /// Tracing compiled out (`--cfg coro_untraced`, a build only for measuring what tracing costs):
@@ -34,6 +47,8 @@ pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
     Running {
         header,
         prev: ptr::null(),
+        stats: PollStart::NONE,
+        pending: false,
     }
 }
 
@@ -41,13 +56,29 @@ pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
 pub(crate) struct Running<'a> {
     header: &'a TaskHeader,
     prev: *const TaskHeader,
+    stats: PollStart,
+    /// The poll returned `Pending` (see [`Running::suspends`]).
+    pending: bool,
+}
+
+impl Running<'_> {
+    /// The poll returns `Pending`: the task suspends (its statistics need a block to outlive
+    /// the poll; a poll that finishes the task needs none).
+    #[inline]
+    pub(crate) fn suspends(&mut self) {
+        self.pending = true;
+    }
 }
 
 #[cfg(not(coro_untraced))]
 impl Drop for Running<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.header.state.store(SUSPENDED, Relaxed);
+        if self.stats.counted() {
+            self.header.count_poll_end(self.stats, self.pending);
+        }
+        self.header
+            .set_state(self.header.state.load(Relaxed), SUSPENDED);
         CURRENT.with(|c| c.set(self.prev));
     }
 }

@@ -1,12 +1,20 @@
 //! [`TaskHeader`]: what the executor keeps about each task in the task's allocation (id,
-//! state, the attached trace cell, its owner), the task states, and the per-thread id blocks.
+//! state and wait slot, the attached trace cell or statistics block, its owner), the task
+//! states, and the per-thread id blocks.
+//!
+//! Rule: the header is 40 bytes and stays so; every task pays for it, and the memory budgets
+//! (`tests/memory.rs`, coro's `tests/allocations.rs`) hold it there. What a console counts per
+//! task (`trace/stats.rs`) lives in a block outside the task, reached through the trace
+//! pointer's tag, and exists only for tasks spawned or polled while statistics were on. What a
+//! task waits on shares the state word: it must be known at all times (a deadlock that formed
+//! before anyone looked is still one), and the state byte left 56 bits of padding.
 
 use super::owner::OwnerRef;
-use crate::trace::{OwnedCell, TraceCell};
+use crate::trace::{OwnedCell, PollStart, StatsBlock, TaskStats, TraceCell};
 use std::cell::Cell;
 use std::fmt;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering, Ordering::*};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering, Ordering::*};
 
 /// Where a task is in its life.
 ///
@@ -34,17 +42,20 @@ impl fmt::Display for TaskState {
     }
 }
 
-pub(crate) const RUNNING: u8 = 0;
-const SCHEDULED: u8 = 1;
-pub(crate) const SUSPENDED: u8 = 2;
+pub(crate) const RUNNING: u64 = 0;
+const SCHEDULED: u64 = 1;
+pub(crate) const SUSPENDED: u64 = 2;
 /// The bits of [`TaskHeader::state`] that hold the [`TaskState`].
-const STATE: u8 = 3;
+const STATE: u64 = 3;
 /// Per-poll bit of [`TaskHeader::state`]: this poll has published its stack (or publication is
 /// off), so later suspensions in it do not. Cleared by the store that marks the task running.
-pub(crate) const PUBLISHED: u8 = 4;
+pub(crate) const PUBLISHED: u64 = 4;
 /// Per-poll bit of [`TaskHeader::state`]: a frame was entered under another awaiter than at its
 /// previous poll, so this poll's stack may differ from the one last published.
-pub(crate) const RELINKED: u8 = 8;
+pub(crate) const RELINKED: u64 = 8;
+/// The low byte of [`TaskHeader::state`]: the [`TaskState`] and the publication bits. The
+/// bits above it are the task's wait slot (`trace/wait.rs`), which state changes keep.
+pub(crate) const STATE_BYTE: u64 = 0xff;
 
 /// [`TaskHeader::last`] when the next suspension must compare the whole stack.
 pub(crate) const UNKNOWN: usize = 0;
@@ -79,14 +90,20 @@ pub(crate) const UNKNOWN: usize = 0;
 pub struct TaskHeader {
     id: u64,
     /// The attached cell: in the task's future (`trace::attach`), or owned by this header
-    /// (tagged with [`OWNED_CELL`], from `trace::attach_owned`) and freed with it. Read through
-    /// [`cell`](Self::cell).
-    pub(crate) trace: AtomicPtr<TraceCell>,
-    /// The [`TaskState`] in the low bits; while the task runs, also the per-poll publication
-    /// bits ([`PUBLISHED`], [`RELINKED`]). Only the thread polling the task writes it during a
-    /// poll (async-task calls the schedule function, which marks it scheduled, only between
-    /// polls), so plain loads and stores suffice; other threads only read it, for snapshots.
-    pub(crate) state: AtomicU8,
+    /// (tagged with [`OWNED_CELL`], from `trace::attach_owned`) and freed with it. Or, tagged
+    /// with [`STATS_BLOCK`], the task's statistics block, which holds the cell pointer in its
+    /// stead. Read through [`cell`](Self::cell) and [`stats`](Self::stats); written only by
+    /// the thread polling the task (attaching a cell, installing a block) or by the spawner
+    /// before the task exists, so plain stores suffice; snapshots read it with `Acquire`.
+    trace: AtomicPtr<TraceCell>,
+    /// The [`TaskState`] in the low bits and, while the task runs, the per-poll publication
+    /// bits ([`PUBLISHED`], [`RELINKED`]): the [`STATE_BYTE`]. Above it, the task's wait slot
+    /// (`trace/wait.rs`). Written only by the thread polling the task (the state around the
+    /// poll, the wait slot by registrations made in the poll) or by the thread calling its
+    /// schedule function, which async-task calls only between polls, its own state atomics
+    /// ordering one writer before the next: so plain loads and stores suffice, and a write of
+    /// one part keeps the other. Other threads only read it, for snapshots.
+    pub(crate) state: AtomicU64,
     /// The address of the innermost frame of the stack last published, while nothing since can
     /// have changed that stack; else [`UNKNOWN`]. Only the polling thread uses it. (Here rather
     /// than in the trace cell, so that the common check needs no cell.)
@@ -109,8 +126,10 @@ impl TaskHeader {
         TaskHeader {
             id: next_id(),
             trace: AtomicPtr::new(ptr::null_mut()),
-            state: AtomicU8::new(SCHEDULED),
-            last: AtomicUsize::new(UNKNOWN),
+            state: AtomicU64::new(SCHEDULED),
+            // Spawned while statistics are on: marked, so that its time queued before its first
+            // poll is known (a task that never gets polled is the one that starves).
+            last: AtomicUsize::new(crate::trace::spawn_mark(UNKNOWN)),
             owner,
         }
     }
@@ -126,7 +145,20 @@ impl TaskHeader {
     #[inline]
     pub(crate) fn mark_scheduled(&self) {
         #[cfg(not(coro_untraced))]
-        self.state.store(SCHEDULED, Relaxed);
+        {
+            let word = self.state.load(Relaxed);
+            if crate::trace::stats_enabled() {
+                self.count_schedule(word & STATE != SCHEDULED);
+            }
+            self.set_state(word, SCHEDULED);
+        }
+    }
+
+    /// Replaces the [`STATE_BYTE`] of `word` (the state word as just loaded by its one writer)
+    /// with `byte`, keeping the wait slot.
+    #[inline]
+    pub(crate) fn set_state(&self, word: u64, byte: u64) {
+        self.state.store((word & !STATE_BYTE) | byte, Relaxed);
     }
 
     /// The task's id.
@@ -185,7 +217,89 @@ impl TaskHeader {
 
     /// The attached cell, if any, without its ownership tag.
     pub(crate) fn cell(&self, order: Ordering) -> *mut TraceCell {
-        self.trace.load(order).map_addr(|addr| addr & !OWNED_CELL)
+        self.tagged_cell(order).map_addr(|addr| addr & !OWNED_CELL)
+    }
+
+    /// The attached cell, if any, with its [`OWNED_CELL`] tag.
+    pub(crate) fn tagged_cell(&self, order: Ordering) -> *mut TraceCell {
+        let word = self.trace.load(order);
+        match Self::block_of(word) {
+            // SAFETY: a block, once installed, lives as long as the header (freed by its drop).
+            Some(block) => unsafe { block.as_ref() }.cell.load(order),
+            None => word,
+        }
+    }
+
+    /// Attaches `tagged` (a cell, perhaps with its [`OWNED_CELL`] tag) with a `Release` store.
+    /// Only the thread polling the task calls it.
+    pub(crate) fn set_cell(&self, tagged: *mut TraceCell) {
+        let word = self.trace.load(Relaxed);
+        match Self::block_of(word) {
+            // SAFETY: as in `tagged_cell`.
+            Some(block) => unsafe { block.as_ref() }.cell.store(tagged, Release),
+            None => self.trace.store(tagged, Release),
+        }
+    }
+
+    /// The task's statistics, if it has a block (spawned or polled while they were on).
+    #[inline]
+    pub(crate) fn stats(&self) -> Option<&TaskStats> {
+        // Acquire: pairs with the `Release` that installed the block (a snapshot's read; the
+        // pollers and schedulers are ordered after the install by async-task already).
+        let block = Self::block_of(self.trace.load(Acquire))?;
+        // SAFETY: as in `tagged_cell`.
+        Some(&unsafe { block.as_ref() }.stats)
+    }
+
+    /// Counts a schedule of the task (statistics are on): out of line, one call, so that the
+    /// schedule path stays small while they are off.
+    #[inline(never)]
+    fn count_schedule(&self, woken: bool) {
+        if let Some(stats) = self.stats() {
+            stats.on_scheduled(woken);
+        }
+    }
+
+    /// Counts the start of a poll on this thread (statistics are on); what it returns goes to
+    /// [`count_poll_end`](Self::count_poll_end). A task without a block is marked running
+    /// since now in its `last` word (see `trace/stats.rs`, `mark`).
+    #[inline(never)]
+    pub(crate) fn count_poll_start(&self) -> PollStart {
+        match Self::block_of(self.trace.load(Relaxed)) {
+            // SAFETY: as in `tagged_cell`.
+            Some(block) => unsafe { block.as_ref() }.stats.poll_started(),
+            None => PollStart::first(&self.last),
+        }
+    }
+
+    /// Counts the end of the poll [`count_poll_start`](Self::count_poll_start) counted, which
+    /// returned `Pending` if `pending`. A task without a block gets one when it suspends: one
+    /// that finishes in its first poll never allocates one.
+    #[inline(never)]
+    pub(crate) fn count_poll_end(&self, start: PollStart, pending: bool) {
+        // Relaxed: only this thread (polling the task) installs a block.
+        let word = self.trace.load(Relaxed);
+        if let Some(block) = Self::block_of(word) {
+            // SAFETY: as in `tagged_cell`.
+            unsafe { block.as_ref() }.stats.poll_ended(start);
+        } else if pending {
+            let block = StatsBlock::after_first_poll(word, start);
+            // Release: a snapshot that sees the block sees the cell pointer moved into it.
+            self.trace
+                .store(block.as_ptr().map_addr(|a| a | STATS_BLOCK).cast(), Release);
+            // The running mark is the block's business now (a mark in `last` only makes the next
+            // publication compare the whole stack, as `UNKNOWN` does).
+            if crate::trace::is_mark(self.last.load(Relaxed)) {
+                self.last.store(UNKNOWN, Relaxed);
+            }
+        }
+    }
+
+    fn block_of(word: *mut TraceCell) -> Option<ptr::NonNull<StatsBlock>> {
+        if word.addr() & STATS_BLOCK == 0 {
+            return None;
+        }
+        ptr::NonNull::new(word.map_addr(|a| a & !STATS_BLOCK).cast())
     }
 }
 
@@ -193,9 +307,29 @@ impl TaskHeader {
 /// bit is free).
 pub(crate) const OWNED_CELL: usize = 1;
 
+/// The tag of [`TaskHeader::trace`] for the task's statistics block (8-aligned too), which
+/// holds the cell pointer, with its own tag, in its stead.
+///
+/// Why there and not in a field of its own: a field would add 8 bytes to every task, statistics
+/// on or not, which the memory budgets forbid; an index into a global slab kept in the state
+/// word's padding would leave no room for the wait slot there. The tag costs nothing while
+/// statistics are off (no block, nothing to read), and one dependent load per poll while they
+/// are on. A block is made only when a task suspends while they are on (at the end of that
+/// poll, on the thread that polled it): most tasks of a spawn-heavy service finish in their
+/// first poll, and a block made at the spawn cost those a second allocation (and a cache line
+/// moved to the worker that polls it). A block stays until the task ends: freeing it when
+/// statistics go off would race with a snapshot reading it.
+pub(crate) const STATS_BLOCK: usize = 2;
+
 impl Drop for TaskHeader {
     fn drop(&mut self) {
-        let tagged = *self.trace.get_mut();
+        let mut tagged = *self.trace.get_mut();
+        if let Some(block) = Self::block_of(tagged) {
+            // SAFETY: a block came from `Box::leak` (`StatsBlock::after_first_poll`)
+            // and only this drop frees it; the task is gone, so no snapshot reads it any more.
+            let block = unsafe { Box::from_raw(block.as_ptr()) };
+            tagged = block.cell.load(Relaxed);
+        }
         if tagged.addr() & OWNED_CELL != 0 {
             // SAFETY: a tagged pointer is the first field of an `OwnedCell` that came from
             // `Box::into_raw` in `trace::attach_owned` (`repr(C)`: the same address), and only this drop

@@ -116,13 +116,19 @@ pub struct JoinHandle<T> {
     /// The awaiter's waker, relayed to async-task (see [`Awaiter`]); made by the first poll
     /// with a waker other than the polling task's own.
     awaiter: Option<Arc<Awaiter>>,
+    /// The task's id, and the awaiting task's registration of this wait while it waits, for
+    /// snapshots (`trace/wait.rs`).
+    id: u64,
+    wait: Option<crate::trace::WaitRegistration>,
 }
 
 impl<T> JoinHandle<T> {
     pub(crate) fn new(task: super::runnable::RawTask<T>) -> Self {
         JoinHandle {
+            id: task.metadata().id(),
             task: Some(task.fallible()),
             awaiter: None,
+            wait: None,
         }
     }
 
@@ -215,8 +221,15 @@ impl<T> JoinHandle<T> {
     /// The handle's result once async-task's poll is ready.
     fn take_outcome(&mut self, polled: Poll<Option<Outcome<T>>>) -> Poll<Result<T, JoinError>> {
         match polled {
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => {
+                if self.wait.is_none() {
+                    let awaited = crate::trace::WaitOn::Task(self.id);
+                    self.wait = Some(crate::trace::wait_on(awaited));
+                }
+                Poll::Pending
+            }
             Poll::Ready(outcome) => {
+                self.wait = None;
                 // Detaching a finished task is free; clearing the slot makes a second poll a
                 // clear error rather than a hang.
                 self.task = None;

@@ -178,11 +178,14 @@ impl<F: Future> Future for Tracked<'_, F> {
         let this = unsafe { self.get_unchecked_mut() };
         let header = this.header.expect("a finished task was polled again");
         let outcome = {
-            let _running = current::enter(header);
+            let mut running = current::enter(header);
             let _waker = current::enter_task_waker(cx.waker());
             // SAFETY: as above; the future is not dropped yet (`header` is set).
             match unsafe { Pin::new_unchecked(&mut *this.future) }.poll(cx) {
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => {
+                    running.suspends();
+                    return Poll::Pending;
+                }
                 Poll::Ready(outcome) => outcome,
             }
         };

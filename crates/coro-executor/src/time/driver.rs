@@ -196,6 +196,9 @@ fn bump(cell: &AtomicU64) {
 #[derive(Debug)]
 pub(crate) struct Registration {
     key: u32,
+    /// Whether the waiting task's wait on this timer is registered for task snapshots (kept
+    /// by the `Sleep`; here, in the room beside `key`, so that a `Sleep` stays 64 bytes).
+    pub(crate) traced: bool,
     generation: u64,
     cell: NonNull<AtomicU64>,
 }
@@ -365,6 +368,7 @@ impl Driver {
         }
         let registration = Registration {
             key,
+            traced: false,
             generation,
             cell,
         };

@@ -207,6 +207,8 @@ impl Sleep {
     /// assert!(Instant::now() >= sooner);
     /// ```
     pub fn reset(&mut self, deadline: Instant) {
+        // Registered again, with the new deadline, by the next poll that waits.
+        self.end_traced();
         self.deadline = deadline;
         if let State::Registered(reg) = &self.state {
             let driver = self.driver.get();
@@ -266,6 +268,39 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
+        // The task's wait is registered once, at its first `Pending`, and undone when it ends:
+        // here when ready, else by `end_traced` (reset, drop). A registration replaced while
+        // waiting (its pool shut down) hands the mark on.
+        let was_traced = matches!(&this.state, State::Registered(reg) if reg.traced);
+        let polled = this.poll_deadline(cx);
+        match (&mut this.state, polled) {
+            (_, Poll::Ready(())) if was_traced => {
+                crate::trace::end_wait(crate::trace::WaitOn::Timer(this.deadline));
+            }
+            (State::Registered(reg), Poll::Pending) if !reg.traced => {
+                reg.traced = true;
+                if !was_traced {
+                    crate::trace::begin_wait(crate::trace::WaitOn::Timer(this.deadline));
+                }
+            }
+            _ => {}
+        }
+        polled
+    }
+}
+
+impl Sleep {
+    /// Undoes the registration of this wait, if any.
+    fn end_traced(&mut self) {
+        if let State::Registered(reg) = &mut self.state
+            && std::mem::take(&mut reg.traced)
+        {
+            crate::trace::end_wait(crate::trace::WaitOn::Timer(self.deadline));
+        }
+    }
+
+    fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self;
         match &this.state {
             State::Done => Poll::Ready(()),
             State::Registered(reg) => {
@@ -295,6 +330,7 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
+        self.end_traced();
         if let State::Registered(reg) = &self.state {
             self.driver.get().deregister(reg);
         }

@@ -88,12 +88,21 @@ pub unsafe fn attach(cell: &TraceCell, root: &Frame) -> bool {
     match current_header() {
         Some(header) => {
             cell.root.store(ptr::from_ref(root).cast_mut(), Relaxed);
-            header.last.store(UNKNOWN, Relaxed);
+            forget_last(header);
             // Release: a snapshot that sees the cell sees its root.
-            header.trace.store(ptr::from_ref(cell).cast_mut(), Release);
+            header.set_cell(ptr::from_ref(cell).cast_mut());
             true
         }
         None => false,
+    }
+}
+
+/// Makes the next publication of the task compare its whole stack: `last` becomes `UNKNOWN`,
+/// unless it holds a statistics time mark (`trace/stats.rs`), which snapshots still read and
+/// which no frame address equals either.
+fn forget_last(header: &TaskHeader) {
+    if !super::stats::is_mark(header.last.load(Relaxed)) {
+        header.last.store(UNKNOWN, Relaxed);
     }
 }
 
@@ -122,7 +131,7 @@ pub fn attach_owned(root: &Frame) -> bool {
     let Some(header) = current_header() else {
         return false;
     };
-    if !header.trace.load(Relaxed).is_null() {
+    if !header.tagged_cell(Relaxed).is_null() {
         return false;
     }
     let owned = Box::into_raw(Box::new(OwnedCell {
@@ -138,11 +147,10 @@ pub fn attach_owned(root: &Frame) -> bool {
             .store(ptr::addr_of_mut!((*owned).root), Relaxed);
         ptr::addr_of_mut!((*owned).cell)
     };
-    header.last.store(UNKNOWN, Relaxed);
-    // Release: a snapshot that sees the cell sees its root. Only the polling thread attaches.
-    header
-        .trace
-        .store(cell.map_addr(|addr| addr | OWNED_CELL), Release);
+    forget_last(header);
+    // Release (in `set_cell`): a snapshot that sees the cell sees its root. Only the polling
+    // thread attaches.
+    header.set_cell(cell.map_addr(|addr| addr | OWNED_CELL));
     true
 }
 
@@ -199,10 +207,10 @@ pub fn publish_suspension(
     };
     let innermost = innermost as usize;
     let state = header.state.load(Relaxed);
-    if state == RUNNING {
+    if state & STATE_BYTE == RUNNING {
         // The first suspension of this poll, and no frame relinked: the common case. (Plain
-        // stores: only this thread writes the state during the poll.)
-        header.state.store(RUNNING | PUBLISHED, Relaxed);
+        // stores: only this thread writes the state word during the poll.)
+        header.state.store(state | PUBLISHED, Relaxed);
         if header.last.load(Relaxed) != innermost {
             publish_from(header, innermost, alone, fingerprint, frames);
         }
@@ -226,7 +234,7 @@ fn publish_from(
     header.last.store(innermost, Relaxed);
     // An owned cell's root is a copy, not necessarily the frame that is outermost now: its
     // stack is always copied.
-    let owned = header.trace.load(Relaxed).addr() & OWNED_CELL != 0;
+    let owned = header.tagged_cell(Relaxed).addr() & OWNED_CELL != 0;
     // SAFETY: a non-null `trace` points at the cell attached by this task's future (alive and
     // in place while it is polled on this thread) or owned by the header.
     if let Some(cell) = unsafe { header.cell(Relaxed).as_ref() } {
@@ -283,7 +291,7 @@ pub fn note_relinked() {
     if state & PUBLISHED == 0 {
         header.state.store(state | RELINKED, Relaxed);
     } else {
-        header.last.store(UNKNOWN, Relaxed);
+        forget_last(header);
     }
 }
 
@@ -297,10 +305,12 @@ pub fn note_relinked() {
 /// assert_eq!(answer, 42);
 /// ```
 pub fn without_publishing<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore<'a>(&'a TaskHeader, u8);
+    /// Restores the state byte, keeping the wait slot (`f` may register or end waits).
+    struct Restore<'a>(&'a TaskHeader, u64);
     impl Drop for Restore<'_> {
         fn drop(&mut self) {
-            self.0.state.store(self.1, Relaxed);
+            let header = self.0;
+            header.set_state(header.state.load(Relaxed), self.1 & STATE_BYTE);
         }
     }
     let Some(header) = current_header() else {

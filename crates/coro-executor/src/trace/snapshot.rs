@@ -1,7 +1,9 @@
 //! [`TaskSnapshot`] and [`snapshot_tasks`]: copies of every live task, read at any time from any
 //! thread without stopping anything.
 
+use super::stats::StatsCopy;
 use super::*;
+use std::time::Duration;
 
 /// A copy of what is known about one live task; from [`snapshot_tasks`].
 ///
@@ -24,6 +26,8 @@ pub struct TaskSnapshot {
     pub(super) state: TaskState,
     pub(super) name: Option<Cow<'static, str>>,
     pub(super) frames: Vec<Frame>,
+    pub(super) stats: StatsCopy,
+    pub(super) waiting_on: Option<WaitOn>,
 }
 
 impl TaskSnapshot {
@@ -199,6 +203,157 @@ impl TaskSnapshot {
     pub fn frames(&self) -> &[Frame] {
         &self.frames
     }
+
+    /// How long ago the task was spawned; counted from the first snapshot that saw it if it
+    /// was spawned while statistics were off (a lower bound then).
+    ///
+    /// ```
+    /// # use coro_executor::trace::{current_task_id, snapshot_tasks};
+    /// let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// let me = futures::executor::block_on(pool.spawn(async {
+    ///     std::thread::sleep(std::time::Duration::from_millis(5));
+    ///     let id = current_task_id().unwrap();
+    ///     snapshot_tasks().into_iter().find(|t| t.id() == id).unwrap()
+    /// }))
+    /// .unwrap();
+    /// assert!(me.age() < std::time::Duration::from_secs(60));
+    /// ```
+    pub fn age(&self) -> Duration {
+        self.stats.age
+    }
+
+    /// Polls counted while statistics were on ([`request_stats`](super::request_stats)).
+    ///
+    /// ```
+    /// # use coro_executor::trace::{current_task_id, snapshot_tasks};
+    /// coro_executor::trace::request_stats();
+    /// let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// let me = futures::executor::block_on(pool.spawn(async {
+    ///     coro_executor::yield_now().await;
+    ///     let id = current_task_id().unwrap();
+    ///     snapshot_tasks().into_iter().find(|t| t.id() == id).unwrap()
+    /// }))
+    /// .unwrap();
+    /// // The first poll ended; the second is running.
+    /// assert!(me.polls() >= 1);
+    /// ```
+    pub fn polls(&self) -> u64 {
+        self.stats.polls
+    }
+
+    /// Time spent inside polls, summed over the polls counted: the ticks of a millisecond clock
+    /// each poll spans, an unbiased estimate over many polls (one short poll counts 0 or 1 ms).
+    ///
+    /// ```
+    /// # use coro_executor::trace::{current_task_id, snapshot_tasks};
+    /// coro_executor::trace::request_stats();
+    /// let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// let me = futures::executor::block_on(pool.spawn(async {
+    ///     std::thread::sleep(std::time::Duration::from_millis(20));
+    ///     coro_executor::yield_now().await;
+    ///     let id = current_task_id().unwrap();
+    ///     snapshot_tasks().into_iter().find(|t| t.id() == id).unwrap()
+    /// }))
+    /// .unwrap();
+    /// // Measured against a clock that ticks every millisecond: about 20 ms.
+    /// assert!(me.busy() >= std::time::Duration::from_millis(10));
+    /// ```
+    pub fn busy(&self) -> Duration {
+        self.stats.busy
+    }
+
+    /// Time spent queued (woken, not yet polled), summed over what was counted.
+    ///
+    /// ```
+    /// # use coro_executor::trace::{current_task_id, snapshot_tasks};
+    /// coro_executor::trace::request_stats();
+    /// let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// let me = futures::executor::block_on(pool.spawn(async {
+    ///     let id = current_task_id().unwrap();
+    ///     snapshot_tasks().into_iter().find(|t| t.id() == id).unwrap()
+    /// }))
+    /// .unwrap();
+    /// assert!(me.scheduled() < std::time::Duration::from_secs(60));
+    /// ```
+    pub fn scheduled(&self) -> Duration {
+        self.stats.queued
+    }
+
+    /// Wake-ups counted (schedules after a poll).
+    ///
+    /// ```
+    /// # use coro_executor::trace::{current_task_id, snapshot_tasks};
+    /// coro_executor::trace::request_stats();
+    /// let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// let me = futures::executor::block_on(pool.spawn(async {
+    ///     coro_executor::yield_now().await;
+    ///     let id = current_task_id().unwrap();
+    ///     snapshot_tasks().into_iter().find(|t| t.id() == id).unwrap()
+    /// }))
+    /// .unwrap();
+    /// assert_eq!(me.wakes(), 1);
+    /// ```
+    pub fn wakes(&self) -> u64 {
+        self.stats.wakes
+    }
+
+    /// How long the task has been in its [`state`](Self::state), if statistics were on when
+    /// it entered it: for a running task the current poll's length, for a scheduled one how
+    /// long it has been queued.
+    ///
+    /// ```
+    /// # use coro_executor::trace::{current_task_id, snapshot_tasks};
+    /// coro_executor::trace::request_stats();
+    /// let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// let me = futures::executor::block_on(pool.spawn(async {
+    ///     coro_executor::yield_now().await;
+    ///     std::thread::sleep(std::time::Duration::from_millis(5));
+    ///     let id = current_task_id().unwrap();
+    ///     snapshot_tasks().into_iter().find(|t| t.id() == id).unwrap()
+    /// }))
+    /// .unwrap();
+    /// assert!(me.in_state_for().unwrap() >= std::time::Duration::from_millis(5));
+    /// ```
+    pub fn in_state_for(&self) -> Option<Duration> {
+        self.stats.in_state_for
+    }
+
+    /// The worker of its pool that last started polling it, if statistics were on then.
+    ///
+    /// ```
+    /// # use coro_executor::trace::{current_task_id, snapshot_tasks};
+    /// coro_executor::trace::request_stats();
+    /// let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// let me = futures::executor::block_on(pool.spawn(async {
+    ///     coro_executor::yield_now().await;
+    ///     let id = current_task_id().unwrap();
+    ///     snapshot_tasks().into_iter().find(|t| t.id() == id).unwrap()
+    /// }))
+    /// .unwrap();
+    /// assert_eq!(me.worker(), Some(0));
+    /// ```
+    pub fn worker(&self) -> Option<usize> {
+        self.stats.worker
+    }
+
+    /// What the task waits on, as the primitive it waits in registered it
+    /// ([`wait_on`](super::wait_on)).
+    ///
+    /// ```
+    /// use coro_executor::trace::{WaitOn, current_task_id, snapshot_tasks, wait_on};
+    ///
+    /// let pool = coro_executor::ThreadPool::new(1).unwrap();
+    /// let seen = futures::executor::block_on(pool.spawn(async {
+    ///     let _waiting = wait_on(WaitOn::Promise(9));
+    ///     let me = current_task_id().unwrap();
+    ///     snapshot_tasks().into_iter().find(|t| t.id() == me).unwrap().waiting_on()
+    /// }))
+    /// .unwrap();
+    /// assert_eq!(seen, Some(WaitOn::Promise(9)));
+    /// ```
+    pub fn waiting_on(&self) -> Option<WaitOn> {
+        self.waiting_on
+    }
 }
 
 /// Every live task of every executor (pools, and any executor spawned on through an
@@ -213,10 +368,16 @@ impl TaskSnapshot {
 /// ```
 pub fn snapshot_tasks() -> Vec<TaskSnapshot> {
     let mut out = Vec::new();
-    crate::task::registry::for_each_list(|list| {
-        // SAFETY: `for_each_listed` keeps each task alive while its header is read.
-        list.for_each_listed(|header| out.push(unsafe { snapshot_of(header) }))
-    });
+    crate::task::registry::for_each_list(|list| out.extend(snapshot_list(list)));
+    out
+}
+
+/// Copies every task of `list`, each under its shard's lock only while it is read.
+pub(crate) fn snapshot_list(list: &crate::task::TaskList) -> Vec<TaskSnapshot> {
+    let mut out = Vec::new();
+    let now = super::stats::now();
+    // SAFETY: `for_each_listed` keeps each task alive while its header is read.
+    list.for_each_listed(|header| out.push(unsafe { snapshot_at(header, now) }));
     out
 }
 
@@ -227,6 +388,15 @@ pub fn snapshot_tasks() -> Vec<TaskSnapshot> {
 /// `TaskList::for_each_listed` or `with_listed`), so its future, which owns the attached
 /// `TraceCell`, is not being dropped: the entry is removed before the future's fields are.
 pub(crate) unsafe fn snapshot_of(header: &TaskHeader) -> TaskSnapshot {
+    // SAFETY: the caller's contract is this one's.
+    unsafe { snapshot_at(header, super::stats::now()) }
+}
+
+/// [`snapshot_of`] with the time of the snapshot (a [`stats::now`](super::stats::now) value).
+///
+/// # Safety
+/// As for [`snapshot_of`].
+unsafe fn snapshot_at(header: &TaskHeader, now: u64) -> TaskSnapshot {
     let cell = header.cell(Acquire);
     // SAFETY: a non-null `trace` points into this task's future, alive per the contract above.
     let (name, parent, frames) = match unsafe { cell.as_ref() } {
@@ -259,5 +429,15 @@ pub(crate) unsafe fn snapshot_of(header: &TaskHeader) -> TaskSnapshot {
         state: header.state(),
         name,
         frames,
+        // No block: not suspended since statistics came on (zero counters; its time in its
+        // state from its mark, if it has one).
+        stats: header.stats().map_or_else(
+            || {
+                let last = header.last.load(Relaxed);
+                StatsCopy::of_mark(last, now, header.state() == TaskState::Scheduled)
+            },
+            |stats| stats.read(now),
+        ),
+        waiting_on: super::wait::read_slot(header),
     }
 }

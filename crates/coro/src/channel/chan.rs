@@ -157,6 +157,13 @@ pub(crate) enum RecvAttempt<T> {
 }
 
 impl<T> Chan<T> {
+    /// Registers that the running task waits on this channel (its address is its id while it
+    /// lives), until the registration drops.
+    pub(crate) fn wait(&self) -> coro_executor::trace::WaitRegistration {
+        let id = self as *const Chan<T> as usize as u64;
+        coro_executor::trace::wait_on(coro_executor::trace::WaitOn::Channel(id))
+    }
+
     /// A channel with one sender and one receiver.
     pub(crate) fn new(capacity: Option<usize>) -> Self {
         let queue = match capacity {

@@ -70,6 +70,7 @@ impl<T> Receiver<T> {
             key: None,
             done: false,
             handoff: Handoff::new(),
+            traced: None,
         }
     }
 
@@ -239,6 +240,8 @@ pub struct RecvFuture<'a, T> {
     /// queue points at it.
     #[pin]
     handoff: Handoff<T>,
+    /// While queued: the waiting task's registration, for task snapshots.
+    traced: Option<coro_executor::trace::WaitRegistration>,
 }
 
 impl<T> Future for RecvFuture<'_, T> {
@@ -253,6 +256,9 @@ impl<T> Future for RecvFuture<'_, T> {
         let polled = poll_recv(this.chan, this.key, this.handoff.as_ref().get_ref(), cx);
         if polled.is_ready() {
             *this.done = true;
+            *this.traced = None;
+        } else if this.traced.is_none() {
+            *this.traced = Some(this.chan.wait());
         }
         polled.map(|value| value.ok_or(RecvError))
     }

@@ -56,6 +56,7 @@ impl<T> Sender<T> {
             chan: &self.chan,
             value: Some(value),
             key: None,
+            traced: None,
         }
     }
 
@@ -184,6 +185,8 @@ pub struct SendFuture<'a, T> {
     value: Option<T>,
     /// Set while queued.
     key: Option<Key>,
+    /// While queued: the waiting task's registration, for task snapshots.
+    traced: Option<coro_executor::trace::WaitRegistration>,
 }
 
 // The future never pins anything: the value and the key are moved freely.
@@ -199,6 +202,7 @@ impl<T> Future for SendFuture<'_, T> {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(sent) => {
                     this.key = None;
+                    this.traced = None;
                     sent
                 }
             },
@@ -212,6 +216,7 @@ impl<T> Future for SendFuture<'_, T> {
                     SendAttempt::Closed => Err(()),
                     SendAttempt::Queued(key) => {
                         this.key = Some(key);
+                        this.traced = Some(this.chan.wait());
                         return Poll::Pending;
                     }
                     SendAttempt::Full => unreachable!("a send with a waker was not queued"),

@@ -192,6 +192,10 @@ impl Future for Wait<'_> {
                 waiting.wakers.register(&mut slot, cx.waker());
                 let generation = waiting.generation;
                 self.registered = slot.map(|index| (generation, index));
+                // Until the task's next poll it waits on the baton, a promise of no value
+                // named by its address.
+                let id = std::ptr::from_ref(baton) as usize as u64;
+                coro_executor::trace::wait_until_polled(coro_executor::trace::WaitOn::Promise(id));
                 Poll::Pending
             }
         }

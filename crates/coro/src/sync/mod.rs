@@ -38,6 +38,7 @@
 
 mod barrier;
 mod baton;
+mod holders;
 mod latch;
 mod mutex;
 mod promise;
@@ -62,6 +63,7 @@ pub use shared_mutex::{
 };
 pub use shared_task::SharedTask;
 
+pub(crate) use holders::holders_of;
 pub(crate) use wakers::wake_each;
 
 use std::fmt;

@@ -48,7 +48,7 @@ impl<T> Mutex<T> {
     /// ```
     pub fn new(value: T) -> Self {
         Mutex {
-            semaphore: Semaphore::new(1),
+            semaphore: Semaphore::with_kind(1, coro_executor::trace::LockKind::Mutex),
             data: UnsafeCell::new(value),
         }
     }
@@ -88,8 +88,8 @@ impl<T: ?Sized> Mutex<T> {
     /// ```
     pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
         let permit = self.semaphore.try_acquire(1)?;
-        permit.forget();
-        Some(MutexGuard { mutex: self })
+        let held = permit.forget_into_held();
+        Some(MutexGuard { mutex: self, held })
     }
 
     /// The data, through exclusive access to the mutex itself (no locking needed).
@@ -148,8 +148,8 @@ impl<'a, T: ?Sized> Future for Lock<'a, T> {
         let mutex = self.mutex;
         Pin::new(&mut self.acquire).poll(cx).map(|permit| {
             // The guard gives the permit back itself.
-            permit.forget();
-            MutexGuard { mutex }
+            let held = permit.forget_into_held();
+            MutexGuard { mutex, held }
         })
     }
 }
@@ -170,6 +170,7 @@ impl<T: ?Sized> fmt::Debug for Lock<'_, T> {
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct MutexGuard<'a, T: ?Sized> {
     mutex: &'a Mutex<T>,
+    held: super::holders::Held,
 }
 
 // SAFETY: sharing the guard shares `&T`, which needs `T: Sync` (the mutex alone only asks
@@ -194,6 +195,7 @@ impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
 
 impl<T: ?Sized> Drop for MutexGuard<'_, T> {
     fn drop(&mut self) {
+        self.mutex.semaphore.trace.release(self.held.take());
         self.mutex.semaphore.add_permits(1);
     }
 }

@@ -19,6 +19,7 @@ use coro_loom::sync::{Arc, Mutex, MutexGuard};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::ptr;
 use std::task::{Context, Poll};
 
 const EMPTY: u8 = 0;
@@ -336,6 +337,10 @@ impl<T: Clone + Send + Sync> Future for SharedFuture<T> {
             return Poll::Ready(done);
         }
         waiters.register(slot, cx.waker());
+        // Until the task's next poll it waits on this promise, named by the address of its
+        // shared state (unique while it lives).
+        let id = ptr::from_ref::<Inner<T>>(inner) as usize as u64;
+        coro_executor::trace::wait_until_polled(coro_executor::trace::WaitOn::Promise(id));
         Poll::Pending
     }
 }

@@ -5,10 +5,12 @@
 //! queue's mutex, and a release hands its permits straight to the waiters at the head of the
 //! queue, in order, so a large request is never overtaken by smaller ones behind it.
 
+use super::holders::{Held, LockTrace};
 use super::waiters::{
     Acquired, Grantor, Key, WaitFor, WaitList, WaiterState, WakeList, set_queued,
 };
 use super::wakers::drop_unused;
+use coro_executor::trace::LockKind;
 use coro_loom::sync::Mutex;
 use coro_loom::sync::atomic::{AtomicUsize, Ordering::*};
 use std::fmt;
@@ -47,6 +49,7 @@ const SHIFT: u32 = 1;
 pub struct Semaphore {
     state: AtomicUsize,
     queue: Mutex<WaitList<usize>>,
+    pub(crate) trace: LockTrace,
 }
 
 impl Semaphore {
@@ -68,6 +71,11 @@ impl Semaphore {
     /// assert_eq!(semaphore.available_permits(), 3);
     /// ```
     pub fn new(permits: usize) -> Semaphore {
+        Semaphore::with_kind(permits, LockKind::Semaphore)
+    }
+
+    /// [`new`](Self::new), named `kind` in task snapshots (a `Mutex` is a one-permit semaphore).
+    pub(crate) fn with_kind(permits: usize, kind: LockKind) -> Semaphore {
         assert!(
             permits <= Self::MAX_PERMITS,
             "Semaphore::new({permits}): a semaphore holds at most Semaphore::MAX_PERMITS ({}) \
@@ -77,6 +85,7 @@ impl Semaphore {
         Semaphore {
             state: AtomicUsize::new(permits << SHIFT),
             queue: Mutex::new(WaitList::new()),
+            trace: LockTrace::new(kind),
         }
     }
 
@@ -121,6 +130,7 @@ impl Semaphore {
             Some(SemaphorePermit {
                 semaphore: self,
                 permits: n,
+                held: self.trace.hold(),
             })
         } else {
             None
@@ -237,6 +247,10 @@ impl Semaphore {
 impl Grantor for Semaphore {
     type Mode = usize;
 
+    fn trace(&self) -> &LockTrace {
+        &self.trace
+    }
+
     fn try_acquire_fast(&self, n: usize) -> bool {
         let mut state = self.state.load(Relaxed);
         loop {
@@ -347,9 +361,11 @@ impl<'a> Future for Acquire<'a> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<SemaphorePermit<'a>> {
         let (semaphore, permits) = (self.semaphore, self.permits);
-        self.wait
-            .poll_acquire(cx)
-            .map(|()| SemaphorePermit { semaphore, permits })
+        self.wait.poll_acquire(cx).map(|()| SemaphorePermit {
+            semaphore,
+            permits,
+            held: semaphore.trace.hold(),
+        })
     }
 }
 
@@ -374,6 +390,7 @@ impl fmt::Debug for Acquire<'_> {
 pub struct SemaphorePermit<'a> {
     semaphore: &'a Semaphore,
     permits: usize,
+    held: Held,
 }
 
 impl SemaphorePermit<'_> {
@@ -397,10 +414,18 @@ impl SemaphorePermit<'_> {
     pub fn forget(mut self) {
         self.permits = 0;
     }
+
+    /// Forgets the permits (as [`forget`](Self::forget)) but hands the holder record on, to a
+    /// guard that gives the permits back itself.
+    pub(crate) fn forget_into_held(mut self) -> Held {
+        self.permits = 0;
+        self.held.take()
+    }
 }
 
 impl Drop for SemaphorePermit<'_> {
     fn drop(&mut self) {
+        self.semaphore.trace.release(self.held.take());
         if self.permits > 0 {
             self.semaphore.add_permits(self.permits);
         }

@@ -19,6 +19,7 @@
 //!   skipping queued upgraders; the same happens when a queued writer gives up, so readers
 //!   that were only waiting behind it proceed at once.
 
+use super::holders::{Held, LockTrace, LockWait};
 use super::waiters::{
     Acquired, Grantor, Key, WaitFor, WaitList, WaiterState, WakeList, set_queued,
 };
@@ -89,6 +90,7 @@ struct Queue {
 pub(crate) struct RawSharedMutex {
     state: AtomicUsize,
     queue: Mutex<Queue>,
+    pub(crate) trace: LockTrace,
 }
 
 /// The modes held in a state word, without `QUEUED`.
@@ -111,6 +113,7 @@ impl RawSharedMutex {
                 waiting_writers: 0,
                 upgrader: Upgrader::None,
             }),
+            trace: LockTrace::new(coro_executor::trace::LockKind::SharedMutexFair),
         }
     }
 
@@ -412,6 +415,10 @@ impl RawSharedMutex {
 impl Grantor for RawSharedMutex {
     type Mode = Mode;
 
+    fn trace(&self) -> &LockTrace {
+        &self.trace
+    }
+
     #[inline]
     fn try_acquire_fast(&self, mode: Mode) -> bool {
         self.acquire_lock_free(mode, 0)
@@ -630,7 +637,10 @@ impl<T: ?Sized> SharedMutexFair<T> {
         // Build the guard only once the lock is held: a guard dropped on failure would
         // release a lock somebody else holds.
         if self.try_acquire(Mode::Shared) {
-            Some(ReadGuard { lock: self })
+            Some(ReadGuard {
+                lock: self,
+                held: self.raw.trace.hold(),
+            })
         } else {
             None
         }
@@ -649,7 +659,10 @@ impl<T: ?Sized> SharedMutexFair<T> {
         // Build the guard only once the lock is held: a guard dropped on failure would
         // release a lock somebody else holds.
         if self.try_acquire(Mode::Exclusive) {
-            Some(WriteGuard { lock: self })
+            Some(WriteGuard {
+                lock: self,
+                held: self.raw.trace.hold(),
+            })
         } else {
             None
         }
@@ -669,7 +682,10 @@ impl<T: ?Sized> SharedMutexFair<T> {
         // Build the guard only once the lock is held: a guard dropped on failure would
         // release a lock somebody else holds.
         if self.try_acquire(Mode::Upgrade) {
-            Some(UpgradableReadGuard { lock: self })
+            Some(UpgradableReadGuard {
+                lock: self,
+                held: self.raw.trace.hold(),
+            })
         } else {
             None
         }
@@ -729,7 +745,10 @@ macro_rules! lock_future {
 
             fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<$guard<'a, T>> {
                 let lock = self.lock;
-                self.wait.poll_acquire(cx).map(|()| $guard { lock })
+                self.wait.poll_acquire(cx).map(|()| $guard {
+                    lock,
+                    held: lock.raw.trace.hold(),
+                })
             }
         }
 
@@ -785,6 +804,7 @@ lock_future! {
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct ReadGuard<'a, T: ?Sized> {
     lock: &'a SharedMutexFair<T>,
+    held: Held,
 }
 
 /// Exclusive access to a [`SharedMutexFair`]'s data; released on drop.
@@ -797,6 +817,7 @@ pub struct ReadGuard<'a, T: ?Sized> {
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct WriteGuard<'a, T: ?Sized> {
     lock: &'a SharedMutexFair<T>,
+    held: Held,
 }
 
 /// Upgradable shared access to a [`SharedMutexFair`]'s data; released on drop, or turned into
@@ -813,6 +834,7 @@ pub struct WriteGuard<'a, T: ?Sized> {
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct UpgradableReadGuard<'a, T: ?Sized> {
     lock: &'a SharedMutexFair<T>,
+    held: Held,
 }
 
 impl<'a, T: ?Sized> UpgradableReadGuard<'a, T> {
@@ -828,13 +850,16 @@ impl<'a, T: ?Sized> UpgradableReadGuard<'a, T> {
     /// });
     /// assert_eq!(lock.into_inner(), 1);
     /// ```
-    pub fn upgrade(self) -> Upgrade<'a, T> {
+    pub fn upgrade(mut self) -> Upgrade<'a, T> {
         let lock = self.lock;
+        let held = self.held.take();
         std::mem::forget(self);
         Upgrade {
             lock,
             registered: false,
             done: false,
+            held,
+            traced: None,
         }
     }
 
@@ -848,11 +873,12 @@ impl<'a, T: ?Sized> UpgradableReadGuard<'a, T> {
     /// drop(reader);
     /// assert!(guard.try_upgrade().is_ok());
     /// ```
-    pub fn try_upgrade(self) -> Result<WriteGuard<'a, T>, Self> {
+    pub fn try_upgrade(mut self) -> Result<WriteGuard<'a, T>, Self> {
         if self.lock.raw.try_upgrade() {
             let lock = self.lock;
+            let held = self.held.take();
             std::mem::forget(self);
-            Ok(WriteGuard { lock })
+            Ok(WriteGuard { lock, held })
         } else {
             Err(self)
         }
@@ -874,6 +900,10 @@ pub struct Upgrade<'a, T: ?Sized> {
     lock: &'a SharedMutexFair<T>,
     registered: bool,
     done: bool,
+    /// The upgradable guard's holder record, handed on to the write guard.
+    held: Held,
+    /// While waiting: the task's registration, for task snapshots.
+    traced: Option<LockWait>,
 }
 
 impl<'a, T: ?Sized> Future for Upgrade<'a, T> {
@@ -887,15 +917,23 @@ impl<'a, T: ?Sized> Future for Upgrade<'a, T> {
         let this = &mut *self;
         let lock = this.lock;
         let poll = lock.raw.poll_upgrade(&mut this.registered, cx);
+        if poll.is_pending() && this.traced.is_none() {
+            this.traced = Some(lock.raw.trace.wait());
+        }
         poll.map(|()| {
             this.done = true;
-            WriteGuard { lock }
+            this.traced = None;
+            WriteGuard {
+                lock,
+                held: this.held.take(),
+            }
         })
     }
 }
 
 impl<T: ?Sized> Drop for Upgrade<'_, T> {
     fn drop(&mut self) {
+        self.lock.raw.trace.release(self.held.take());
         if self.registered {
             self.lock.raw.abandon_upgrade();
         } else if !self.done {
@@ -927,6 +965,7 @@ macro_rules! guard_impls {
 
         impl<T: ?Sized> Drop for $guard<'_, T> {
             fn drop(&mut self) {
+                self.lock.raw.trace.release(self.held.take());
                 self.lock.raw.release($mode);
             }
         }

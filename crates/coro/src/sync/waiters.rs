@@ -298,6 +298,9 @@ pub(crate) trait Grantor {
     /// The waiter `key` gives up: it leaves the queue, or passes on a grant it received but
     /// never took, and whoever can now proceed is granted.
     fn abandon(&self, key: Key, mode: Self::Mode);
+
+    /// The lock's holders and id, for task snapshots.
+    fn trace(&self) -> &super::holders::LockTrace;
 }
 
 /// The outcome of [`Grantor::acquire_or_enqueue`].
@@ -318,6 +321,8 @@ pub(crate) struct WaitFor<'a, G: Grantor> {
     mode: G::Mode,
     key: Option<Key>,
     done: bool,
+    /// While queued: the waiting task's registration, for task snapshots.
+    traced: Option<super::holders::LockWait>,
 }
 
 impl<'a, G: Grantor> WaitFor<'a, G> {
@@ -327,6 +332,7 @@ impl<'a, G: Grantor> WaitFor<'a, G> {
             mode,
             key: None,
             done: false,
+            traced: None,
         }
     }
 
@@ -349,12 +355,14 @@ impl<'a, G: Grantor> WaitFor<'a, G> {
                 Acquired::Now => true,
                 Acquired::Queued(key) => {
                     self.key = Some(key);
+                    self.traced = Some(self.grantor.trace().wait());
                     false
                 }
                 Acquired::No => unreachable!("a waiter with a waker is always queued"),
             },
         };
         if acquired {
+            self.traced = None;
             self.done = true;
             Poll::Ready(())
         } else {

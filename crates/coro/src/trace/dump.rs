@@ -60,10 +60,17 @@ impl TaskDump {
 /// assert!(text.contains(" request [running]\n") && text.contains("  at request ("));
 /// ```
 pub fn dump_all() -> TaskDump {
-    let mut tasks = snapshot_tasks();
-    tasks.sort_by_key(TaskSnapshot::id);
-    continue_awaited_stacks(&mut tasks);
-    TaskDump { tasks }
+    TaskDump::of(snapshot_tasks())
+}
+
+impl TaskDump {
+    /// The dump of `tasks`: sorted by id, each awaited task's stack continued into its
+    /// awaiter's.
+    pub(crate) fn of(mut tasks: Vec<TaskSnapshot>) -> TaskDump {
+        tasks.sort_by_key(TaskSnapshot::id);
+        continue_awaited_stacks(&mut tasks);
+        TaskDump { tasks }
+    }
 }
 
 /// Continues the stack of each task that its parent awaits (a collect's child driven by a task

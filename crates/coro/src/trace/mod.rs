@@ -3,17 +3,28 @@
 //!
 //! - `frame`: [`Frame`] and the per-thread chain of frames being polled;
 //! - `dump`: [`dump_all`] and its tree rendering;
-//! - `signal`: [`dump_on_signal`], the dump written to stderr on a signal (Unix).
+//! - `signal`: [`dump_on_signal`], the dump written to stderr on a signal (Unix);
+//! - `snapshot`: [`Snapshot`], every task and pool with statistics, for consoles; `take`:
+//!   [`snapshot`], which takes one;
+//! - `warnings`: the [`Warning`]s a snapshot proves; `verdicts`: how it finds them (deadlocks,
+//!   long polls, starving tasks).
 
 mod dump;
 pub(crate) mod frame;
 pub(crate) mod publish;
 mod signal;
+mod snapshot;
+mod take;
+mod verdicts;
+mod warnings;
 
 pub use coro_executor::trace::{TaskSnapshot, TaskState};
 pub use dump::{TaskDump, dump_all};
 pub use frame::Frame;
 pub use signal::{DEFAULT_DUMP_SIGNAL, SignalDump, dump_on_signal};
+pub use snapshot::{PoolSnapshot, Snapshot, TaskInfo, WaitTarget, WorkerSnapshot};
+pub use take::snapshot;
+pub use warnings::{STARVING_AFTER, Warning};
 
 use std::fmt;
 use std::sync::Once;
