@@ -71,8 +71,8 @@ pub fn census() -> (Vec<PoolCensus>, Vec<TaskSnapshot>) {
         .map(|pool| PoolCensus {
             name: pool.thread_name.clone(),
             metrics: pool.metrics(),
-            io_sources: pool.io_to_poll().map_or(0, |io| io.sources()),
-            timers: pool.timers().map_or(0, |timers| timers.pending()),
+            io_sources: io_sources(pool),
+            timers: pending_timers(pool),
             long_poll_after: pool
                 .stall
                 .as_ref()
@@ -109,4 +109,28 @@ impl Shared {
             ),
         }
     }
+}
+
+/// The sockets `pool`'s IO driver polls for.
+#[cfg(not(any(loom, shuttle)))]
+fn io_sources(pool: &Shared) -> usize {
+    pool.io_to_poll().map_or(0, |io| io.sources())
+}
+
+/// The timers pending on `pool`'s timer driver.
+#[cfg(not(any(loom, shuttle)))]
+fn pending_timers(pool: &Shared) -> usize {
+    pool.timers().map_or(0, |timers| timers.pending())
+}
+
+/// In the models a pool has no IO driver.
+#[cfg(any(loom, shuttle))]
+fn io_sources(_pool: &Shared) -> usize {
+    0
+}
+
+/// In the models a pool has no timer driver.
+#[cfg(any(loom, shuttle))]
+fn pending_timers(_pool: &Shared) -> usize {
+    0
 }
