@@ -395,6 +395,8 @@ pub mod __private {
 }
 mod private;
 mod scope;
+// The models build the engine without its simulation (see coro-executor's `sim`).
+#[cfg(not(any(loom, shuttle)))]
 pub mod sim;
 pub mod stream;
 pub mod sync;

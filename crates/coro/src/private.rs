@@ -52,6 +52,7 @@ pub fn select_start(branches: usize) -> usize {
         static STATE: Cell<u64> = const { Cell::new(0) };
     }
     // Inside a simulation the start is one of its seeded decisions.
+    #[cfg(not(any(loom, shuttle)))]
     if coro_executor::sim::is_simulated() {
         let draw = coro_executor::sim::random_u64() >> 32;
         return ((draw * branches as u64) >> 32) as usize;

@@ -547,6 +547,7 @@ struct XorShift(u64);
 impl XorShift {
     fn seeded() -> Self {
         // Inside a simulation the delays come from its seed, as every other draw.
+        #[cfg(not(any(loom, shuttle)))]
         if coro_executor::sim::is_simulated() {
             return XorShift(coro_executor::sim::random_u64() | 1);
         }

@@ -26,6 +26,8 @@ pub(crate) fn now() -> Instant {
 }
 
 /// Sets (or, with `None`, removes) this thread's virtual clock; returns the previous setting.
+/// Only a simulation sets it, and the models build none.
+#[cfg(not(any(loom, shuttle)))]
 pub(crate) fn set_virtual(now: Option<Instant>) -> Option<Instant> {
     VIRTUAL.with(|clock| clock.replace(now))
 }
