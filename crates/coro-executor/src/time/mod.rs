@@ -43,7 +43,7 @@ mod sleep;
 mod wheel;
 
 // The pools' side of their timers; the models have no pool timers.
-#[cfg_attr(any(loom, shuttle), allow(unused_imports))]
+#[cfg(not(any(loom, shuttle)))]
 pub(crate) use clock::set_virtual;
 pub use driver::pending_timers;
 #[cfg_attr(any(loom, shuttle), allow(unused_imports))]
