@@ -40,7 +40,10 @@ fn a_partition_mid_request_fires_the_clients_deadline_in_virtual_time() {
         .run(async move {
             let client = coro_hyper::client::<Full<Bytes>>();
             // A first request: the client and the server talk over the simulated network.
-            let response = client.get("http://server/warm".parse().unwrap()).await.unwrap();
+            let response = client
+                .get("http://server/warm".parse().unwrap())
+                .await
+                .unwrap();
             assert_eq!(response.status(), StatusCode::OK);
             let body = response.into_body().collect().await.unwrap().to_bytes();
             assert_eq!(body, "hello /warm");
@@ -61,11 +64,17 @@ fn a_partition_mid_request_fires_the_clients_deadline_in_virtual_time() {
             coro::sim::net::partition("main", "server");
             let deadline_after = pending.await.unwrap();
             coro::sim::net::heal("main", "server");
-            let response = client.get("http://server/after".parse().unwrap()).await.unwrap();
+            let response = client
+                .get("http://server/after".parse().unwrap())
+                .await
+                .unwrap();
             let body = response.into_body().collect().await.unwrap().to_bytes();
             (deadline_after, body)
         });
     assert_eq!(deadline_after, Duration::from_secs(2));
     assert_eq!(body, "hello /after");
-    assert!(wall.elapsed() < Duration::from_secs(20), "virtual time took real time");
+    assert!(
+        wall.elapsed() < Duration::from_secs(20),
+        "virtual time took real time"
+    );
 }

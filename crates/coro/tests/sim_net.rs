@@ -67,8 +67,7 @@ fn echo_log(seed: u64) -> Vec<String> {
                 coro::time::sleep(Duration::from_millis(1)).await.unwrap();
             }
         });
-    let log = log.lock().unwrap().clone();
-    log
+    log.lock().unwrap().clone()
 }
 
 #[test]
