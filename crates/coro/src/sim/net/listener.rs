@@ -60,17 +60,8 @@ impl SimListener {
     /// address; port 0 picks a free port).
     pub(crate) fn bind(addr: SocketAddr) -> io::Result<SimListener> {
         let host = host::current();
-        if world::host_at(addr.ip(), host)? != host {
-            return Err(io::Error::new(
-                io::ErrorKind::AddrNotAvailable,
-                format!(
-                    "cannot bind {addr} on simulated host {:?}: the address belongs to another host",
-                    world::name(host)
-                ),
-            ));
-        }
         let backlog = Arc::new(Backlog::default());
-        let port = world::bind(Protocol::Tcp, host, addr.port(), backlog.clone())?;
+        let port = world::bind_local(Protocol::Tcp, host, addr, backlog.clone())?;
         Ok(SimListener {
             host,
             port,

@@ -62,17 +62,8 @@ impl SimUdp {
     /// address; port 0 picks a free port).
     pub(crate) fn bind(addr: SocketAddr) -> io::Result<SimUdp> {
         let host = host::current();
-        if world::host_at(addr.ip(), host)? != host {
-            return Err(io::Error::new(
-                io::ErrorKind::AddrNotAvailable,
-                format!(
-                    "cannot bind {addr} on simulated host {:?}: the address belongs to another host",
-                    world::name(host)
-                ),
-            ));
-        }
         let inbox = Arc::new(Inbox::default());
-        let port = world::bind(Protocol::Udp, host, addr.port(), inbox.clone())?;
+        let port = world::bind_local(Protocol::Udp, host, addr, inbox.clone())?;
         Ok(SimUdp {
             host,
             port,

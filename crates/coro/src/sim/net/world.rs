@@ -15,7 +15,7 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -253,8 +253,28 @@ pub(crate) fn hold(held: Arc<dyn Held>) {
     with(|w| w.held.push(held));
 }
 
+/// Binds `addr` of `host` (its own address, a loopback or the unspecified address; port 0: a
+/// free one) to `value`; returns the port.
+pub(crate) fn bind_local(
+    protocol: Protocol,
+    host: usize,
+    addr: SocketAddr,
+    value: Bound,
+) -> io::Result<u16> {
+    if host_at(addr.ip(), host)? != host {
+        return Err(io::Error::new(
+            io::ErrorKind::AddrNotAvailable,
+            format!(
+                "cannot bind {addr} on simulated host {:?}: the address belongs to another host",
+                name(host)
+            ),
+        ));
+    }
+    bind(protocol, host, addr.port(), value)
+}
+
 /// Binds `port` (0: a free one) of `protocol` on `host` to `value`; returns the port.
-pub(crate) fn bind(protocol: Protocol, host: usize, port: u16, value: Bound) -> io::Result<u16> {
+fn bind(protocol: Protocol, host: usize, port: u16, value: Bound) -> io::Result<u16> {
     with(|w| {
         let port = match port {
             0 => next_free(w, protocol, host)?,
