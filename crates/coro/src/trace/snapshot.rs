@@ -107,10 +107,12 @@ pub struct WorkerSnapshot {
 /// One live task in a [`Snapshot`].
 ///
 /// ```
+/// // A task of a pool (`block_wait` polls a bare `Task` on the calling thread, outside any).
+/// let pool = coro::ThreadPool::new(1).unwrap();
 /// let info = coro::block_wait(coro::Task::new(async {
 ///     let me = coro::executor::trace::current_task_id().unwrap();
 ///     coro::trace::snapshot().tasks.into_iter().find(|t| t.id == me).unwrap()
-/// }).named("me"));
+/// }).named("me").schedule_on(&pool));
 /// assert_eq!((info.name.as_str(), info.state), ("me", coro::trace::TaskState::Running));
 /// assert!(info.location.contains(".rs:"));
 /// ```
