@@ -1,6 +1,8 @@
 //! [`ToSocketAddrs`]: what `bind`, `connect` and `send_to` accept, resolved without blocking a
-//! worker: literal addresses at once, host names on the blocking pool.
+//! worker: literal addresses at once, host names on the blocking pool, or, inside a simulation,
+//! from the simulated network's host names (no OS resolver is asked there).
 
+use crate::sim::net::world;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
@@ -106,6 +108,11 @@ impl ToSocketAddrs for (String, u16) {}
 pub(crate) async fn resolve(addr: impl ToSocketAddrs) -> io::Result<Vec<SocketAddr>> {
     let addrs = match addr.into_addrs() {
         Addrs::Ready(addrs) => addrs,
+        Addrs::Lookup(host, port) if world::is_active() => vec![simulated(&host, port)?],
+        Addrs::LookupHostPort(host_port) if world::is_active() => {
+            let (host, port) = split_host_port(&host_port)?;
+            vec![simulated(host, port)?]
+        }
         Addrs::Lookup(host, port) => {
             lookup(move || std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))).await?
         }
@@ -120,6 +127,37 @@ pub(crate) async fn resolve(addr: impl ToSocketAddrs) -> io::Result<Vec<SocketAd
         ));
     }
     Ok(addrs)
+}
+
+/// A host name of the simulated network (`localhost`: the current host).
+fn simulated(host: &str, port: u16) -> io::Result<SocketAddr> {
+    if host == "localhost" {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    world::resolve_name(host)
+        .map(|ip| SocketAddr::new(ip, port))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "the simulation has no host named {host:?}: add it with \
+                     coro::sim::Builder::host"
+                ),
+            )
+        })
+}
+
+/// `"host:port"` split at its last colon.
+fn split_host_port(host_port: &str) -> io::Result<(&str, u16)> {
+    host_port
+        .rsplit_once(':')
+        .and_then(|(host, port)| Some((host, port.parse().ok()?)))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{host_port:?} is not a \"host:port\" address"),
+            )
+        })
 }
 
 async fn lookup<I: Iterator<Item = SocketAddr>>(

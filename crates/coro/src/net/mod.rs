@@ -13,6 +13,10 @@
 //! (`cancel::CancelledOutcome` says so for `io::Error`). Reads and writes are cancelled by
 //! dropping them, as every wait in coro.
 //!
+//! Inside a [`coro::sim`](crate::sim) simulation, [`TcpListener`], [`TcpStream`] and
+//! [`UdpSocket`] open no OS socket: they talk over the simulation's in-memory network of named
+//! hosts, with the same API (see [the guide](crate::sim#a-simulated-network)).
+//!
 //! Runtime-agnostic IO keeps working inside coro tasks: async-io / async-net sockets run on their
 //! own reactor thread beside the pool.
 //!

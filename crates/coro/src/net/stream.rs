@@ -1,7 +1,8 @@
 //! The IO every connected stream socket shares (TCP, Unix): reads, writes and shutting down the
 //! write side, for `futures_io`'s traits and, with the `tokio-io` feature, tokio's.
 //!
-//! Rule: a stream type (or split half) holds its socket as `inner: Arc<Evented<S>>` and gets its
+//! Rule: a stream type (or split half) holds its socket as `inner: Arc<T>`, `T` a [`StreamIo`]
+//! (an `Evented` OS socket, or TCP's socket that is an OS one or a simulated one), and gets its
 //! trait impls from the macros here, so the two stream kinds and their halves behave alike:
 //! writes go straight to the socket (nothing is buffered, so flushing is a no-op), and closing
 //! (`poll_close`, tokio's `poll_shutdown`) shuts down the write side only.
@@ -33,88 +34,91 @@ impl StreamSocket for std::os::unix::net::UnixStream {
     }
 }
 
-pub(super) fn poll_read<S: StreamSocket>(
-    inner: &Evented<S>,
-    cx: &mut Context<'_>,
-    buf: &mut [u8],
-) -> Poll<io::Result<usize>>
-where
-    for<'a> &'a S: Read + Write,
-{
-    inner.poll_read_stream(cx, buf.len(), |mut s| s.read(buf))
+/// The IO of a connected stream, whatever carries it: an OS socket on the IO driver, or a
+/// simulated connection. The trait impl macros below call only these.
+pub(super) trait StreamIo {
+    /// Reads into `buf` in place, which may be uninitialised: no zeroing, no scratch copy.
+    fn poll_read_uninit(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [std::mem::MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>>;
+
+    fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>>;
+
+    fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>>;
+
+    fn poll_write_vectored(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>>;
+
+    /// Shuts down the write side.
+    fn shutdown_write(&self) -> Poll<io::Result<()>>;
 }
 
-pub(super) fn poll_write<S: StreamSocket>(
-    inner: &Evented<S>,
-    cx: &mut Context<'_>,
-    buf: &[u8],
-) -> Poll<io::Result<usize>>
+impl<S: StreamSocket> StreamIo for Evented<S>
 where
     for<'a> &'a S: Read + Write,
 {
-    inner.poll_write_stream(cx, buf.len(), |mut s| s.write(buf))
-}
+    fn poll_read_uninit(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [std::mem::MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>> {
+        let len = buf.len();
+        self.poll_read_stream(cx, len, |s| socket2::SockRef::from(s).recv(buf))
+    }
 
-pub(super) fn poll_write_vectored<S: StreamSocket>(
-    inner: &Evented<S>,
-    cx: &mut Context<'_>,
-    bufs: &[io::IoSlice<'_>],
-) -> Poll<io::Result<usize>>
-where
-    for<'a> &'a S: Read + Write,
-{
-    let len = bufs.iter().map(|b| b.len()).sum();
-    inner.poll_write_stream(cx, len, |mut s| s.write_vectored(bufs))
-}
+    fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        self.poll_read_stream(cx, buf.len(), |mut s| s.read(buf))
+    }
 
-pub(super) fn shutdown_write<S: StreamSocket>(inner: &Evented<S>) -> Poll<io::Result<()>>
-where
-    for<'a> &'a S: Read + Write,
-{
-    Poll::Ready(match inner.get_ref().shutdown(Shutdown::Write) {
-        // Already shut down, or the peer is gone: nothing left to close.
-        Err(err) if err.kind() == io::ErrorKind::NotConnected => Ok(()),
-        other => other,
-    })
-}
+    fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.poll_write_stream(cx, buf.len(), |mut s| s.write(buf))
+    }
 
-/// Reads into `buf` in place, which may be uninitialised: no zeroing, no scratch copy.
-pub(super) fn poll_read_uninit<S: StreamSocket>(
-    inner: &Evented<S>,
-    cx: &mut Context<'_>,
-    buf: &mut [std::mem::MaybeUninit<u8>],
-) -> Poll<io::Result<usize>>
-where
-    for<'a> &'a S: Read + Write,
-{
-    let len = buf.len();
-    inner.poll_read_stream(cx, len, |s| socket2::SockRef::from(s).recv(buf))
+    fn poll_write_vectored(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let len = bufs.iter().map(|b| b.len()).sum();
+        self.poll_write_stream(cx, len, |mut s| s.write_vectored(bufs))
+    }
+
+    fn shutdown_write(&self) -> Poll<io::Result<()>> {
+        Poll::Ready(match self.get_ref().shutdown(Shutdown::Write) {
+            // Already shut down, or the peer is gone: nothing left to close.
+            Err(err) if err.kind() == io::ErrorKind::NotConnected => Ok(()),
+            other => other,
+        })
+    }
 }
 
 /// Reads into tokio's `ReadBuf` in place: the bytes land in its unfilled (possibly
 /// uninitialised) part, with no zeroing and no scratch copy.
 #[cfg(feature = "tokio-io")]
-pub(super) fn poll_read_buf<S: StreamSocket>(
-    inner: &Evented<S>,
+pub(super) fn poll_read_buf<S: StreamIo + ?Sized>(
+    inner: &S,
     cx: &mut Context<'_>,
     buf: &mut tokio::io::ReadBuf<'_>,
-) -> Poll<io::Result<()>>
-where
-    for<'a> &'a S: Read + Write,
-{
-    // SAFETY: `recv` only writes initialised bytes into the slice and never de-initialises any
-    // (the slice is handed to the kernel as a plain buffer), so bytes that were initialised
-    // before stay so, as `unfilled_mut` requires.
+) -> Poll<io::Result<()>> {
+    // SAFETY: every `StreamIo::poll_read_uninit` only writes initialised bytes into the slice
+    // and never de-initialises any (the OS socket hands it to the kernel as a plain buffer, a
+    // simulated one copies bytes in), so bytes that were initialised before stay so, as
+    // `unfilled_mut` requires.
     let unfilled = unsafe { buf.unfilled_mut() };
-    let n = std::task::ready!(poll_read_uninit(inner, cx, unfilled))?;
-    // SAFETY: `recv` returned `n`: the kernel wrote the first `n` bytes of the unfilled part.
+    let n = std::task::ready!(inner.poll_read_uninit(cx, unfilled))?;
+    // SAFETY: the read returned `n`: it wrote the first `n` bytes of the unfilled part.
     unsafe { buf.assume_init(n) };
     buf.advance(n);
     Poll::Ready(Ok(()))
 }
 
 /// `futures_io::AsyncRead` (and with `tokio-io`, `tokio::io::AsyncRead`) for a type whose
-/// `inner` is the shared `Evented` stream.
+/// `inner` is the shared [`StreamIo`] stream.
 macro_rules! impl_read {
     ($ty:ty) => {
         impl futures_io::AsyncRead for $ty {
@@ -123,7 +127,7 @@ macro_rules! impl_read {
                 cx: &mut std::task::Context<'_>,
                 buf: &mut [u8],
             ) -> std::task::Poll<std::io::Result<usize>> {
-                $crate::net::stream::poll_read(&self.inner, cx, buf)
+                $crate::net::stream::StreamIo::poll_read(&*self.inner, cx, buf)
             }
         }
 
@@ -134,14 +138,14 @@ macro_rules! impl_read {
                 cx: &mut std::task::Context<'_>,
                 buf: &mut tokio::io::ReadBuf<'_>,
             ) -> std::task::Poll<std::io::Result<()>> {
-                $crate::net::stream::poll_read_buf(&self.inner, cx, buf)
+                $crate::net::stream::poll_read_buf(&*self.inner, cx, buf)
             }
         }
     };
 }
 
 /// `futures_io::AsyncWrite` (and with `tokio-io`, `tokio::io::AsyncWrite`) for a type whose
-/// `inner` is the shared `Evented` stream.
+/// `inner` is the shared [`StreamIo`] stream.
 macro_rules! impl_write {
     ($ty:ty) => {
         impl futures_io::AsyncWrite for $ty {
@@ -150,7 +154,7 @@ macro_rules! impl_write {
                 cx: &mut std::task::Context<'_>,
                 buf: &[u8],
             ) -> std::task::Poll<std::io::Result<usize>> {
-                $crate::net::stream::poll_write(&self.inner, cx, buf)
+                $crate::net::stream::StreamIo::poll_write(&*self.inner, cx, buf)
             }
 
             fn poll_write_vectored(
@@ -158,7 +162,7 @@ macro_rules! impl_write {
                 cx: &mut std::task::Context<'_>,
                 bufs: &[std::io::IoSlice<'_>],
             ) -> std::task::Poll<std::io::Result<usize>> {
-                $crate::net::stream::poll_write_vectored(&self.inner, cx, bufs)
+                $crate::net::stream::StreamIo::poll_write_vectored(&*self.inner, cx, bufs)
             }
 
             fn poll_flush(
@@ -172,7 +176,7 @@ macro_rules! impl_write {
                 self: std::pin::Pin<&mut Self>,
                 _: &mut std::task::Context<'_>,
             ) -> std::task::Poll<std::io::Result<()>> {
-                $crate::net::stream::shutdown_write(&self.inner)
+                $crate::net::stream::StreamIo::shutdown_write(&*self.inner)
             }
         }
 
@@ -183,7 +187,7 @@ macro_rules! impl_write {
                 cx: &mut std::task::Context<'_>,
                 buf: &[u8],
             ) -> std::task::Poll<std::io::Result<usize>> {
-                $crate::net::stream::poll_write(&self.inner, cx, buf)
+                $crate::net::stream::StreamIo::poll_write(&*self.inner, cx, buf)
             }
 
             fn poll_write_vectored(
@@ -191,7 +195,7 @@ macro_rules! impl_write {
                 cx: &mut std::task::Context<'_>,
                 bufs: &[std::io::IoSlice<'_>],
             ) -> std::task::Poll<std::io::Result<usize>> {
-                $crate::net::stream::poll_write_vectored(&self.inner, cx, bufs)
+                $crate::net::stream::StreamIo::poll_write_vectored(&*self.inner, cx, bufs)
             }
 
             fn is_write_vectored(&self) -> bool {
@@ -209,7 +213,7 @@ macro_rules! impl_write {
                 self: std::pin::Pin<&mut Self>,
                 _: &mut std::task::Context<'_>,
             ) -> std::task::Poll<std::io::Result<()>> {
-                $crate::net::stream::shutdown_write(&self.inner)
+                $crate::net::stream::StreamIo::shutdown_write(&*self.inner)
             }
         }
     };

@@ -1,9 +1,17 @@
 //! [`TcpListener`], [`TcpStream`] and its owned halves.
+//!
+//! Rule: each holds an OS socket on the IO driver, or, when it was opened inside a simulation
+//! (a simulated network is installed on the thread), a socket of the simulated network; the
+//! public API is the same for both, and no OS socket is opened inside a simulation.
 
 use super::addr::{ToSocketAddrs, resolve, try_each};
 use super::cancel_aware;
 use super::evented::{Evented, connect_finished};
-use super::stream::{impl_read, impl_write};
+use super::stream::{StreamIo, impl_read, impl_write};
+use crate::sim::net::connect as sim_connect;
+use crate::sim::net::listener::SimListener;
+use crate::sim::net::stream::SimStream;
+use crate::sim::net::world;
 use futures_core::Stream;
 use std::io;
 use std::net::SocketAddr;
@@ -25,7 +33,31 @@ use std::task::{Context, Poll};
 /// ```
 #[derive(Debug)]
 pub struct TcpListener {
-    inner: Evented<std::net::TcpListener>,
+    inner: ListenerSocket,
+}
+
+/// What a [`TcpListener`] listens with.
+#[derive(Debug)]
+enum ListenerSocket {
+    Os(Evented<std::net::TcpListener>),
+    Sim(SimListener),
+}
+
+impl ListenerSocket {
+    fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
+        match self {
+            ListenerSocket::Os(os) => os.poll_read_with(cx, |l| l.accept()).map(|accepted| {
+                let (stream, addr) = accepted?;
+                Ok((TcpStream::try_from(stream)?, addr))
+            }),
+            ListenerSocket::Sim(sim) => sim.poll_accept(cx).map_ok(|(stream, addr)| {
+                let stream = TcpStream {
+                    inner: Arc::new(TcpSocket::Sim(stream)),
+                };
+                (stream, addr)
+            }),
+        }
+    }
 }
 
 impl TcpListener {
@@ -40,6 +72,11 @@ impl TcpListener {
     pub async fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
         let addrs = resolve(addr).await?;
         try_each(addrs, |addr| async move {
+            if world::is_active() {
+                return Ok(TcpListener {
+                    inner: ListenerSocket::Sim(SimListener::bind(addr)?),
+                });
+            }
             TcpListener::try_from(std::net::TcpListener::bind(addr)?)
         })
         .await
@@ -60,11 +97,7 @@ impl TcpListener {
     /// assert!(err.is_cancelled());
     /// ```
     pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let (stream, addr) = cancel_aware(std::future::poll_fn(|cx| {
-            self.inner.poll_read_with(cx, |l| l.accept())
-        }))
-        .await?;
-        Ok((TcpStream::try_from(stream)?, addr))
+        cancel_aware(std::future::poll_fn(|cx| self.inner.poll_accept(cx))).await
     }
 
     /// The stream of incoming connections (each `accept` in turn; the stream never ends).
@@ -93,7 +126,10 @@ impl TcpListener {
     /// # });
     /// ```
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.get_ref().local_addr()
+        match &self.inner {
+            ListenerSocket::Os(os) => os.get_ref().local_addr(),
+            ListenerSocket::Sim(sim) => Ok(sim.local_addr()),
+        }
     }
 }
 
@@ -110,7 +146,7 @@ impl TryFrom<std::net::TcpListener> for TcpListener {
     fn try_from(listener: std::net::TcpListener) -> io::Result<TcpListener> {
         listener.set_nonblocking(true)?;
         Ok(TcpListener {
-            inner: Evented::new(listener)?,
+            inner: ListenerSocket::Os(Evented::new(listener)?),
         })
     }
 }
@@ -141,8 +177,8 @@ impl Stream for Incoming<'_> {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.listener
             .inner
-            .poll_read_with(cx, |l| l.accept())
-            .map(|accepted| Some(accepted.and_then(|(stream, _)| TcpStream::try_from(stream))))
+            .poll_accept(cx)
+            .map(|accepted| Some(accepted.map(|(stream, _)| stream)))
     }
 }
 
@@ -165,7 +201,7 @@ impl Stream for Incoming<'_> {
 /// ```
 #[derive(Debug)]
 pub struct TcpStream {
-    inner: Arc<Evented<std::net::TcpStream>>,
+    inner: Arc<TcpSocket>,
 }
 
 impl TcpStream {
@@ -182,6 +218,17 @@ impl TcpStream {
     /// ```
     pub async fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
         let addrs = resolve(addr).await?;
+        if world::is_active() {
+            return try_each(addrs, |addr| {
+                cancel_aware(async move {
+                    let stream = sim_connect::connect(addr).await?;
+                    Ok(TcpStream {
+                        inner: Arc::new(TcpSocket::Sim(stream)),
+                    })
+                })
+            })
+            .await;
+        }
         try_each(addrs, |addr| cancel_aware(connect_one(addr))).await
     }
 
@@ -228,7 +275,7 @@ impl TcpStream {
     /// # });
     /// ```
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.get_ref().local_addr()
+        self.inner.local_addr()
     }
 
     /// Reads into `buf`, which may be uninitialised, in place: the bytes land in its first
@@ -259,7 +306,7 @@ impl TcpStream {
         cx: &mut Context<'_>,
         buf: &mut [std::mem::MaybeUninit<u8>],
     ) -> Poll<io::Result<usize>> {
-        super::stream::poll_read_uninit(&self.inner, cx, buf)
+        self.inner.poll_read_uninit(cx, buf)
     }
 
     /// The peer's address.
@@ -273,7 +320,7 @@ impl TcpStream {
     /// # });
     /// ```
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.get_ref().peer_addr()
+        self.inner.peer_addr()
     }
 
     /// Sets `TCP_NODELAY` (no Nagle delay for small writes).
@@ -286,7 +333,11 @@ impl TcpStream {
     /// # });
     /// ```
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
-        self.inner.get_ref().set_nodelay(on)
+        match &*self.inner {
+            TcpSocket::Os(os) => os.get_ref().set_nodelay(on),
+            // A simulated segment goes out as soon as it is written.
+            TcpSocket::Sim(_) => Ok(()),
+        }
     }
 }
 
@@ -309,7 +360,7 @@ async fn connect_one(addr: SocketAddr) -> io::Result<TcpStream> {
     })
     .await?;
     Ok(TcpStream {
-        inner: Arc::new(evented),
+        inner: Arc::new(TcpSocket::Os(evented)),
     })
 }
 
@@ -332,7 +383,7 @@ impl TryFrom<std::net::TcpStream> for TcpStream {
     fn try_from(stream: std::net::TcpStream) -> io::Result<TcpStream> {
         stream.set_nonblocking(true)?;
         Ok(TcpStream {
-            inner: Arc::new(Evented::new(stream)?),
+            inner: Arc::new(TcpSocket::Os(Evented::new(stream)?)),
         })
     }
 }
@@ -349,7 +400,7 @@ impl TryFrom<std::net::TcpStream> for TcpStream {
 /// ```
 #[derive(Debug)]
 pub struct OwnedReadHalf {
-    inner: Arc<Evented<std::net::TcpStream>>,
+    inner: Arc<TcpSocket>,
 }
 
 impl OwnedReadHalf {
@@ -364,7 +415,7 @@ impl OwnedReadHalf {
     /// # });
     /// ```
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.get_ref().peer_addr()
+        self.inner.peer_addr()
     }
 }
 
@@ -381,7 +432,7 @@ impl OwnedReadHalf {
 /// ```
 #[derive(Debug)]
 pub struct OwnedWriteHalf {
-    inner: Arc<Evented<std::net::TcpStream>>,
+    inner: Arc<TcpSocket>,
 }
 
 impl OwnedWriteHalf {
@@ -396,7 +447,88 @@ impl OwnedWriteHalf {
     /// # });
     /// ```
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.get_ref().local_addr()
+        self.inner.local_addr()
+    }
+}
+
+/// What a [`TcpStream`] (and its halves) talks through.
+#[derive(Debug)]
+enum TcpSocket {
+    Os(Evented<std::net::TcpStream>),
+    Sim(SimStream),
+}
+
+impl TcpSocket {
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            TcpSocket::Os(os) => os.get_ref().local_addr(),
+            TcpSocket::Sim(sim) => Ok(sim.local_addr()),
+        }
+    }
+
+    fn peer_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            TcpSocket::Os(os) => os.get_ref().peer_addr(),
+            TcpSocket::Sim(sim) => Ok(sim.peer_addr()),
+        }
+    }
+}
+
+impl StreamIo for TcpSocket {
+    fn poll_read_uninit(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [std::mem::MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>> {
+        match self {
+            TcpSocket::Os(os) => os.poll_read_uninit(cx, buf),
+            TcpSocket::Sim(sim) => sim.poll_read(cx, buf),
+        }
+    }
+
+    fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        match self {
+            TcpSocket::Os(os) => StreamIo::poll_read(os, cx, buf),
+            TcpSocket::Sim(sim) => {
+                // SAFETY: a `&mut [u8]` seen as `&mut [MaybeUninit<u8>]`: the simulated read
+                // only writes initialised bytes into it, so it stays initialised.
+                let uninit =
+                    unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) };
+                sim.poll_read(cx, uninit)
+            }
+        }
+    }
+
+    fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self {
+            TcpSocket::Os(os) => StreamIo::poll_write(os, cx, buf),
+            TcpSocket::Sim(sim) => sim.poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self {
+            TcpSocket::Os(os) => os.poll_write_vectored(cx, bufs),
+            // One segment of all the buffers, as a socket's vectored send makes one.
+            TcpSocket::Sim(sim) => {
+                let joined: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+                sim.poll_write(cx, &joined)
+            }
+        }
+    }
+
+    fn shutdown_write(&self) -> Poll<io::Result<()>> {
+        match self {
+            TcpSocket::Os(os) => os.shutdown_write(),
+            TcpSocket::Sim(sim) => {
+                sim.shutdown_write();
+                Poll::Ready(Ok(()))
+            }
+        }
     }
 }
 

@@ -1,7 +1,12 @@
 //! [`UdpSocket`].
+//!
+//! Rule: an OS socket on the IO driver, or, opened inside a simulation, a socket of the
+//! simulated network; the public API is the same for both.
 
 use super::addr::{ToSocketAddrs, resolve, try_each};
 use super::evented::Evented;
+use crate::sim::net::udp::SimUdp;
+use crate::sim::net::world;
 use std::io;
 use std::net::SocketAddr;
 
@@ -20,7 +25,14 @@ use std::net::SocketAddr;
 /// ```
 #[derive(Debug)]
 pub struct UdpSocket {
-    inner: Evented<std::net::UdpSocket>,
+    inner: UdpInner,
+}
+
+/// What a [`UdpSocket`] sends through.
+#[derive(Debug)]
+enum UdpInner {
+    Os(Evented<std::net::UdpSocket>),
+    Sim(SimUdp),
 }
 
 impl UdpSocket {
@@ -35,6 +47,11 @@ impl UdpSocket {
     pub async fn bind(addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
         let addrs = resolve(addr).await?;
         try_each(addrs, |addr| async move {
+            if world::is_active() {
+                return Ok(UdpSocket {
+                    inner: UdpInner::Sim(SimUdp::bind(addr)?),
+                });
+            }
             UdpSocket::try_from(std::net::UdpSocket::bind(addr)?)
         })
         .await
@@ -51,7 +68,12 @@ impl UdpSocket {
     /// ```
     pub async fn send_to(&self, buf: &[u8], addr: impl ToSocketAddrs) -> io::Result<usize> {
         let to = resolve(addr).await?[0];
-        std::future::poll_fn(|cx| self.inner.poll_write_with(cx, |s| s.send_to(buf, to))).await
+        match &self.inner {
+            UdpInner::Os(os) => {
+                std::future::poll_fn(|cx| os.poll_write_with(cx, |s| s.send_to(buf, to))).await
+            }
+            UdpInner::Sim(sim) => sim.send_to(buf, to),
+        }
     }
 
     /// Receives one datagram into `buf`; returns its length and sender.
@@ -66,7 +88,12 @@ impl UdpSocket {
     /// # });
     /// ```
     pub async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        std::future::poll_fn(|cx| self.inner.poll_read_with(cx, |s| s.recv_from(buf))).await
+        match &self.inner {
+            UdpInner::Os(os) => {
+                std::future::poll_fn(|cx| os.poll_read_with(cx, |s| s.recv_from(buf))).await
+            }
+            UdpInner::Sim(sim) => std::future::poll_fn(|cx| sim.poll_recv_from(cx, buf)).await,
+        }
     }
 
     /// Connects to `addr`: [`send`](Self::send) and [`recv`](Self::recv) then talk to it only.
@@ -84,10 +111,12 @@ impl UdpSocket {
     /// ```
     pub async fn connect(&self, addr: impl ToSocketAddrs) -> io::Result<()> {
         let addrs = resolve(addr).await?;
-        try_each(
-            addrs,
-            |addr| async move { self.inner.get_ref().connect(addr) },
-        )
+        try_each(addrs, |addr| async move {
+            match &self.inner {
+                UdpInner::Os(os) => os.get_ref().connect(addr),
+                UdpInner::Sim(sim) => sim.connect(addr),
+            }
+        })
         .await
     }
 
@@ -101,7 +130,12 @@ impl UdpSocket {
     /// # });
     /// ```
     pub async fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        std::future::poll_fn(|cx| self.inner.poll_write_with(cx, |s| s.send(buf))).await
+        match &self.inner {
+            UdpInner::Os(os) => {
+                std::future::poll_fn(|cx| os.poll_write_with(cx, |s| s.send(buf))).await
+            }
+            UdpInner::Sim(sim) => sim.send_to(buf, sim.peer()?),
+        }
     }
 
     /// Receives one datagram from the connected peer.
@@ -116,7 +150,17 @@ impl UdpSocket {
     /// # });
     /// ```
     pub async fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        std::future::poll_fn(|cx| self.inner.poll_read_with(cx, |s| s.recv(buf))).await
+        match &self.inner {
+            UdpInner::Os(os) => {
+                std::future::poll_fn(|cx| os.poll_read_with(cx, |s| s.recv(buf))).await
+            }
+            UdpInner::Sim(sim) => {
+                sim.peer()?;
+                std::future::poll_fn(|cx| sim.poll_recv_from(cx, buf))
+                    .await
+                    .map(|(n, _)| n)
+            }
+        }
     }
 
     /// The local address.
@@ -128,7 +172,10 @@ impl UdpSocket {
     /// # });
     /// ```
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.get_ref().local_addr()
+        match &self.inner {
+            UdpInner::Os(os) => os.get_ref().local_addr(),
+            UdpInner::Sim(sim) => Ok(sim.local_addr()),
+        }
     }
 }
 
@@ -145,7 +192,7 @@ impl TryFrom<std::net::UdpSocket> for UdpSocket {
     fn try_from(socket: std::net::UdpSocket) -> io::Result<UdpSocket> {
         socket.set_nonblocking(true)?;
         Ok(UdpSocket {
-            inner: Evented::new(socket)?,
+            inner: UdpInner::Os(Evented::new(socket)?),
         })
     }
 }

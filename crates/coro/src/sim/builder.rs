@@ -6,6 +6,8 @@
 //! `CORO_SIM_SEED`, else from the OS (then printed before the run, so it is never lost).
 
 use super::check::first_difference;
+use super::hosts::{HostSpec, names};
+use super::net::{host, world};
 use super::sim_only::SimOnly;
 use coro_executor::JoinHandle;
 use coro_executor::sim::{Decision, SimError, Simulation};
@@ -36,6 +38,7 @@ pub struct Builder {
     check_determinism: bool,
     max_steps: Option<u64>,
     poll_limit: Option<Duration>,
+    hosts: Vec<HostSpec>,
 }
 
 impl Default for Builder {
@@ -64,6 +67,7 @@ impl Builder {
             check_determinism: false,
             max_steps: None,
             poll_limit: None,
+            hosts: Vec::new(),
         }
     }
 
@@ -151,6 +155,52 @@ impl Builder {
         self
     }
 
+    /// Adds a simulated host named `name`, which runs `f()` from the start of the run (made
+    /// afresh for every run). Its tasks, and the tasks they start, belong to it: the sockets
+    /// they open are its sockets, its address is [`net::lookup(name)`](super::net::lookup), and
+    /// `name` resolves wherever `coro::net` takes an address. The future given to
+    /// [`run`](Self::run) runs on the host `"main"`. A host's future that panics fails the run.
+    ///
+    /// # Panics
+    ///
+    /// If the name is taken (by another host, or `"main"`), empty, or contains `':'`.
+    ///
+    /// ```
+    /// use futures::{AsyncReadExt, AsyncWriteExt};
+    ///
+    /// let reply = coro::sim::Builder::new()
+    ///     .seed(8)
+    ///     .host("echo", || async {
+    ///         let listener = coro::net::TcpListener::bind("0.0.0.0:7").await.unwrap();
+    ///         loop {
+    ///             let (mut stream, _) = listener.accept().await.unwrap();
+    ///             coro::spawn(async move {
+    ///                 let mut buf = [0; 5];
+    ///                 stream.read_exact(&mut buf).await.unwrap();
+    ///                 stream.write_all(&buf).await.unwrap();
+    ///             });
+    ///         }
+    ///     })
+    ///     .run(async {
+    ///         let mut stream = coro::net::TcpStream::connect("echo:7").await.unwrap();
+    ///         assert_eq!(stream.peer_addr().unwrap().ip(), coro::sim::net::lookup("echo"));
+    ///         stream.write_all(b"hello").await.unwrap();
+    ///         let mut buf = [0; 5];
+    ///         stream.read_exact(&mut buf).await.unwrap();
+    ///         buf
+    ///     });
+    /// assert_eq!(&reply, b"hello");
+    /// ```
+    pub fn host<F: Future<Output = ()> + 'static>(
+        mut self,
+        name: &str,
+        f: impl Fn() -> F + 'static,
+    ) -> Builder {
+        let host = HostSpec::new(name, f, &self.hosts);
+        self.hosts.push(host);
+        self
+    }
+
     /// Runs `f`, and everything it spawns, as the simulation, on this thread; returns its
     /// output. A failure (a panic in `f`, a deadlock, a livelock, a wake-up from another
     /// thread) panics with a report that names the seed as `CORO_SIM_SEED=<n>`.
@@ -231,21 +281,50 @@ impl Builder {
         if let Some(limit) = self.poll_limit {
             sim.set_poll_limit(limit);
         }
-        let root: JoinHandle<SimOnly<F::Output>> = crate::Task::new(SimOnly::new(f))
+        let network = world::install(names(&self.hosts), sim.handle());
+        let mut hosts: Vec<(String, JoinHandle<SimOnly<()>>)> = self
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let run = host::on(i + 1, (spec.start)());
+                let handle = crate::Task::new(SimOnly::new(run))
+                    .named(spec.name.clone())
+                    .schedule_on(sim.handle())
+                    .start();
+                (spec.name.clone(), handle)
+            })
+            .collect();
+        let root: JoinHandle<SimOnly<F::Output>> = crate::Task::new(SimOnly::new(host::on(0, f)))
             .named("simulation main")
             .schedule_on(sim.handle())
             .start();
-        let stopped = sim.run_until(|| root.is_finished());
-        let result = match stopped {
-            Ok(()) => match poll_finished(root) {
+        let result = loop {
+            let stopped =
+                sim.run_until(|| root.is_finished() || hosts.iter().any(|(_, h)| h.is_finished()));
+            if let Err(error) = stopped {
+                break Err(self.report(&sim, &describe(&error)));
+            }
+            // A host that finished: fine, unless it failed.
+            if let Some(at) = hosts.iter().position(|(_, h)| h.is_finished()) {
+                let (name, handle) = hosts.swap_remove(at);
+                if let Err(join_error) = poll_finished(handle) {
+                    break Err(self.report(&sim, &format!("host {name:?} failed: {join_error}")));
+                }
+                continue;
+            }
+            break match poll_finished(root) {
                 Ok(output) => Ok(output.into_inner()),
                 Err(join_error) => Err(self.report(
                     &sim,
                     &format!("the simulation's main future failed: {join_error}"),
                 )),
-            },
-            Err(error) => Err(self.report(&sim, &describe(&error))),
+            };
         };
+        // The network goes before the pool: sockets dropped with the pool's tasks find no
+        // network to send their last segments on.
+        drop(hosts);
+        drop(network);
         let fingerprint = sim.fingerprint();
         let log = sim.take_log();
         Outcome {

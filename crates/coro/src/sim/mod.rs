@@ -107,11 +107,62 @@
 //!   thread holds): their timing is the OS's. A task woken from such a thread fails the run
 //!   with a message that says so. Blocking code belongs in [`spawn_blocking`](crate::spawn_blocking),
 //!   which inside a simulation runs its closure as a step of the simulation.
-//! - **Real IO**: `coro::net` opens real sockets; in a simulation their readiness comes from
-//!   the OS, outside the seed.
+//! - **Real IO**: files, pipes, Unix sockets, and sockets of other crates (async-io, tokio)
+//!   are the OS's, outside the seed. `coro::net`'s TCP and UDP are simulated (below); a
+//!   `coro::net` socket made from a std socket (`TryFrom`) stays an OS socket.
 //!
 //! [`Builder::check_determinism`] runs a simulation twice and compares the sequences of
 //! scheduling decisions, naming the first that differs: the way to find such a leak.
+//!
+//! # A simulated network
+//!
+//! Inside a simulation, [`coro::net`](crate::net)'s [`TcpListener`](crate::net::TcpListener),
+//! [`TcpStream`](crate::net::TcpStream) and [`UdpSocket`](crate::net::UdpSocket) open no OS
+//! socket: they talk over an in-memory network between named hosts, with the same API, so a
+//! service and its clients (coro-hyper's `serve` included) run unchanged.
+//!
+//! - **Hosts**: [`Builder::host`]`(name, f)` adds a host that runs `f()` from the start; the
+//!   future given to `run` runs on the host `"main"`. A task, and every task it starts, belongs
+//!   to its host; a host's name resolves wherever `coro::net` takes an address (`"server:80"`,
+//!   `("server", 80)`), [`net::lookup`] gives its address, and `localhost`, `127.0.0.1` and
+//!   `0.0.0.0` are the task's own host.
+//! - **TCP** is ordered and reliable; each segment takes a seeded latency (default 1 to 5 ms,
+//!   [`net::set_latency`]), delivered by a timer on the virtual clock, so waiting on the network
+//!   costs no wall time. A connect to a port nobody listens on is refused; a connection holds
+//!   at most 64 KiB in flight and unread per direction, so a writer to a slow reader waits.
+//! - **UDP** datagrams take a seeded latency too (they may overtake each other) and are lost
+//!   with the seeded probability [`net::set_udp_drop`].
+//! - **Partitions**: [`net::partition`]`(a, b)` cuts two hosts apart until [`net::heal`]`(a, b)`.
+//!   TCP data between them stays in flight (writes stall once the window fills, reads see
+//!   nothing) and arrives, in order, after the heal; a connect between them times out after 75 s
+//!   of virtual time; datagrams between them are lost.
+//!
+//! ```
+//! use futures::{AsyncReadExt, AsyncWriteExt};
+//! use std::time::Duration;
+//!
+//! let late = coro::sim::Builder::new()
+//!     .seed(12)
+//!     .host("db", || async {
+//!         let listener = coro::net::TcpListener::bind("0.0.0.0:5432").await.unwrap();
+//!         let (mut conn, _) = listener.accept().await.unwrap();
+//!         let mut query = [0; 5];
+//!         conn.read_exact(&mut query).await.unwrap();
+//!         conn.write_all(b"rows").await.unwrap();
+//!     })
+//!     .run(async {
+//!         let mut conn = coro::net::TcpStream::connect("db:5432").await.unwrap();
+//!         conn.write_all(b"query").await.unwrap();
+//!         coro::sim::net::partition("main", "db"); // the query is held in flight
+//!         let mut reply = [0; 4];
+//!         let deadline = coro::time::timeout(Duration::from_secs(2), conn.read_exact(&mut reply));
+//!         assert!(deadline.await.is_err()); // two seconds of virtual time, none of wall time
+//!         coro::sim::net::heal("main", "db");
+//!         conn.read_exact(&mut reply).await.unwrap();
+//!         reply
+//!     });
+//! assert_eq!(&late, b"rows");
+//! ```
 //!
 //! # Fault injection
 //!
@@ -139,6 +190,8 @@
 
 mod builder;
 mod check;
+mod hosts;
+pub mod net;
 mod seeds;
 mod sim_only;
 
