@@ -1,7 +1,8 @@
 //! The soak's workload under many seeds of a simulation: DAGs with shared dependencies, a
 //! collect that races its children, a fair reader-writer lock whose two copies must always
 //! agree, a semaphore that must never admit more than its permits, a bounded channel whose values
-//! must each arrive exactly once, timeouts and cancellations on virtual time, and
+//! must each arrive exactly once, timeouts and cancellations on virtual time, a store reached
+//! over TCP on the simulated network (each reply must answer its own request), and
 //! `spawn_blocking`. Each seed is another interleaving of the same pool code; a failure names
 //! its seed (`CORO_SIM_SEED=<n>` replays it).
 //!
@@ -9,6 +10,7 @@
 //! `.ci/long` runs more.
 
 use coro::sync::{Semaphore, SharedMutexFair};
+use futures::{AsyncReadExt, AsyncWriteExt};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -28,27 +30,63 @@ struct World {
     inside: AtomicUsize,
 }
 
-/// One request: a DAG (a shared dependency awaited by two children and a timer leaf), a
-/// section under the fair lock, a pass through the semaphore, a value sent to the consumer,
-/// and a leaf that is cancelled by a timeout in some requests.
-async fn request(i: u64, world: Arc<World>, tx: coro::channel::Sender<u64>) {
+/// The store: a TCP server on the simulation's own host that answers each of `REQUESTS`
+/// connections' 8-byte key with three times the key, then ends (so that it leaves no task
+/// behind and an accept that never came shows as a stuck run).
+async fn store(listener: coro::net::TcpListener) {
+    let mut connections = Vec::new();
+    for _ in 0..REQUESTS {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        connections.push(coro::spawn(async move {
+            let mut key = [0; 8];
+            stream.read_exact(&mut key).await.unwrap();
+            let value = u64::from_le_bytes(key) * 3;
+            stream.write_all(&value.to_le_bytes()).await.unwrap();
+        }));
+    }
+    for connection in connections {
+        connection.await.unwrap();
+    }
+}
+
+/// A socket leaf: asks the store on `port` for key `i` over a fresh connection.
+async fn fetch(port: u16, i: u64) -> u64 {
+    let mut stream = coro::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream.write_all(&i.to_le_bytes()).await.unwrap();
+    let mut value = [0; 8];
+    stream.read_exact(&mut value).await.unwrap();
+    u64::from_le_bytes(value)
+}
+
+/// One request: a DAG (a shared dependency awaited by two children, a timer leaf and a
+/// socket leaf), a section under the fair lock, a pass through the semaphore, a value sent to
+/// the consumer, and a leaf that is cancelled by a timeout in some requests.
+async fn request(i: u64, port: u16, world: Arc<World>, tx: coro::channel::Sender<u64>) {
     let dependency = coro::Task::new(async move {
         coro::yield_now().await;
         i
     })
     .shared();
-    let (a, b, c) = coro::collect_all!(dependency.clone(), dependency.clone(), async move {
-        coro::time::sleep(Duration::from_millis(i % 5))
-            .await
-            .unwrap();
-        1
-    })
+    let (a, b, c, stored) = coro::collect_all!(
+        dependency.clone(),
+        dependency.clone(),
+        async move {
+            coro::time::sleep(Duration::from_millis(i % 5))
+                .await
+                .unwrap();
+            1
+        },
+        fetch(port, i)
+    )
     .await;
     assert_eq!(
         (a, b, c),
         (i, i, 1),
         "a shared dependency gave another value"
     );
+    assert_eq!(stored, 3 * i, "request {i} got another request's reply");
 
     if coro::sim::random_u64() % 4 == 0 {
         let mut pair = world.pair.write().await;
@@ -81,7 +119,7 @@ async fn request(i: u64, world: Arc<World>, tx: coro::channel::Sender<u64>) {
     );
 
     let blocking = coro::spawn_blocking(move || i * 2).await.unwrap();
-    tx.send(a + b + c + blocking).await.unwrap();
+    tx.send(a + b + c + stored + blocking).await.unwrap();
 }
 
 /// The whole run: returns the consumer's sum, which must be each request's value once.
@@ -91,6 +129,9 @@ async fn workload() -> u64 {
         gate: Semaphore::new(PERMITS),
         inside: AtomicUsize::new(0),
     });
+    let listener = coro::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let store = coro::spawn(store(listener));
     let (tx, rx) = coro::channel::bounded::<u64>(2);
     let consumer = coro::spawn(async move {
         let mut sum = 0;
@@ -100,20 +141,21 @@ async fn workload() -> u64 {
         sum
     });
     let requests: Vec<_> = (0..REQUESTS)
-        .map(|i| coro::spawn(request(i, world.clone(), tx.clone())))
+        .map(|i| coro::spawn(request(i, port, world.clone(), tx.clone())))
         .collect();
     drop(tx);
     for request in requests {
         request.await.unwrap();
     }
+    store.await.unwrap();
     let pair = world.pair.read().await;
     assert_eq!(pair.0, pair.1);
     consumer.await.unwrap()
 }
 
-/// Each request sends `i + i + 1 + 2i`.
+/// Each request sends `i + i + 1 + 3i + 2i`.
 fn expected_sum() -> u64 {
-    (0..REQUESTS).map(|i| 4 * i + 1).sum()
+    (0..REQUESTS).map(|i| 7 * i + 1).sum()
 }
 
 #[test]
