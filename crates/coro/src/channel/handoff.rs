@@ -45,7 +45,8 @@ impl<T> Copy for HandoffPtr<T> {}
 // receive that owns the handoff is queued (it cannot leave the queue without that lock), to move
 // a `T` into it: sending the pointer to another thread is sending a `T`, hence `T: Send`.
 unsafe impl<T: Send> Send for HandoffPtr<T> {}
-// SAFETY: as above; shared access only under the channel's lock.
+// SAFETY: a shared `HandoffPtr` is only copied; it is dereferenced only by a sender under the
+// channel's lock, to move a `T` in (hence `T: Send`), never to hand out a `&T`.
 unsafe impl<T: Send> Sync for HandoffPtr<T> {}
 
 impl<T> Handoff<T> {
