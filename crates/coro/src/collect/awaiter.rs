@@ -19,7 +19,7 @@
 //! under the lock does so while the chain is lent, and the loan ends under the lock too.
 
 use crate::trace::Frame;
-use crate::trace::frame::{Origin, current_origin};
+use crate::trace::frame_chain::{Origin, current_origin};
 use coro_loom::UnsafeCell;
 use coro_loom::sync::Mutex;
 use std::ptr;
