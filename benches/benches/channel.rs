@@ -9,7 +9,7 @@
 //! | `async_channel` | `async_channel::{bounded, unbounded}` (smol's) | `async_executor::Executor` run by [`WORKERS`] threads, `futures_lite::future::block_on` |
 //! | `flume` | `flume::{bounded, unbounded}`, `send_async` / `recv_async` | the same async-executor set-up |
 //!
-//! Shapes (issue 21), one criterion group each:
+//! Shapes, one criterion group each:
 //!
 //! - `channel/ping_pong`: two tasks bounce a value over a pair of bounded(1) channels,
 //!   [`ROUND_TRIPS`] round trips per iteration: the root task pings, a spawned task pongs.

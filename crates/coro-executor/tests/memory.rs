@@ -32,7 +32,7 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as in `alloc`.
+        // SAFETY: forwarded as is; the caller upholds `GlobalAlloc::alloc_zeroed`'s contract.
         let ptr = unsafe { System.alloc_zeroed(layout) };
         if !ptr.is_null() {
             ALLOCATED.fetch_add(layout.size(), Relaxed);

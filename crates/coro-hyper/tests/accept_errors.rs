@@ -32,7 +32,7 @@ impl LowerLimit {
 
 impl Drop for LowerLimit {
     fn drop(&mut self) {
-        // SAFETY: as above.
+        // SAFETY: setrlimit only reads the struct it is given, a valid `rlimit`.
         unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &self.0) };
     }
 }

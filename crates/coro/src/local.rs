@@ -202,7 +202,8 @@ impl<F: Future> Future for Scope<F> {
             this.ctx = Some(ctx);
         }
         let _guard = enter_context(this.ctx.as_ref().expect("set above"));
-        // SAFETY: see above.
+        // SAFETY: `future` is structurally pinned: `Scope` never moves it out and has no Drop
+        // impl, and `self` is pinned, so re-pinning the field is sound.
         unsafe { Pin::new_unchecked(&mut this.future) }.poll(cx)
     }
 }

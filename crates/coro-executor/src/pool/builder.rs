@@ -1,7 +1,7 @@
 //! [`ThreadPoolBuilder`] and [`BuildError`].
 
 use super::ThreadPool;
-use super::helpers::Helpers;
+use super::helper_threads::Helpers;
 use super::shared::{Options, Remote, Shared};
 use super::stall::{StallConfig, StallHook, StallReport};
 use super::{monitor, queue, worker};
@@ -43,7 +43,7 @@ impl Default for ThreadPoolBuilder {
             thread_name: "coro-worker".to_owned(),
             max_blocking_threads: 512,
             blocking_keep_alive: Duration::from_secs(10),
-            handoff_after: super::helpers::DEFAULT_HANDOFF_AFTER,
+            handoff_after: super::helper_threads::DEFAULT_HANDOFF_AFTER,
             stall_threshold: None,
             on_stall: None,
         }

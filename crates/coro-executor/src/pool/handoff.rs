@@ -79,7 +79,7 @@ pub(crate) fn hand_off(shared: &Shared, index: usize) -> bool {
     !shared.notify_parked() && shared.idle.num_searching() == 0
 }
 
-/// Starts a helper (a worker of its own on a spare slot, see `helpers.rs`) unless the pool is
+/// Starts a helper (a worker of its own on a spare slot, see `helper_threads.rs`) unless the pool is
 /// shutting down or every spare slot has one.
 fn start_helper(shared: &Arc<Shared>) -> bool {
     let helper = shared.clone();

@@ -8,7 +8,7 @@
 //! - `offer`: a worker's slot for work it makes available to idle ones without spawning it;
 //! - `census`: the registry of live pools and [`census`], their counters and tasks for
 //!   consoles;
-//! - `helpers`: the spare worker slots and their helper threads; `metrics`: the counters and
+//! - `helper_threads`: the spare worker slots and their helper threads; `metrics`: the counters and
 //!   their public snapshot; `stall`: the stall report settings and the public `StallReport`;
 //!   `reaper`: dropping tasks woken after shutdown;
 //! - `shared`: what all workers share: the remotes (stealing ends, next slots, parkers, offer
@@ -26,7 +26,7 @@
 mod builder;
 mod census;
 mod handoff;
-mod helpers;
+mod helper_threads;
 mod idle;
 mod linger;
 #[cfg(all(test, any(loom, shuttle)))]

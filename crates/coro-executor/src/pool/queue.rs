@@ -33,7 +33,8 @@ struct Inner<T> {
 // only by whoever won the CAS on `head` that covers it. `T: Send` is all that moving items between
 // threads requires.
 unsafe impl<T: Send> Send for Inner<T> {}
-// SAFETY: as above; shared access never hands out `&T`.
+// SAFETY: shared, the queue moves items between threads only through the `head`/`tail`
+// protocol described on the `Send` impl, and never hands out a `&T`, so `T: Send` suffices.
 unsafe impl<T: Send> Sync for Inner<T> {}
 
 /// The owner's end: push, pop, overflow. Not `Clone`: exactly one exists per ring.

@@ -1,6 +1,6 @@
 //! State shared by a pool's workers and everyone who schedules onto it.
 
-use super::helpers::Helpers;
+use super::helper_threads::Helpers;
 use super::idle::Idle;
 use super::metrics::WorkerCounters;
 use super::offer::OfferSlot;
@@ -226,7 +226,7 @@ impl Shared {
     pub(crate) fn new(remotes: Box<[Remote]>, blocking: BlockingPool) -> Shared {
         let workers = remotes.len();
         let options = Options {
-            handoff_after: super::helpers::DEFAULT_HANDOFF_AFTER,
+            handoff_after: super::helper_threads::DEFAULT_HANDOFF_AFTER,
             stall: None,
             thread_name: String::new(),
             sim_thread: None,

@@ -10,7 +10,7 @@
 //! There is no monitor thread (a poll cannot outlast a step, so nothing is handed off or
 //! reported as stalled), no helper and no blocking thread (`spawn_blocking` becomes a task).
 
-use super::helpers::Helpers;
+use super::helper_threads::Helpers;
 use super::queue;
 use super::shared::{Options, Remote, Shared};
 use super::worker::{SimWorker, Tick};

@@ -207,7 +207,8 @@ pub(crate) struct Registration {
 // or is freed while the driver lives, and the owner of a registration keeps its driver alive
 // (the type's docs); an atomic may be read from any thread.
 unsafe impl Send for Registration {}
-// SAFETY: as above.
+// SAFETY: shared, a `Registration` only loads its `cell`'s atomic (which outlives it, see the
+// `Send` impl) and reads its plain fields; atomics may be read from any thread.
 unsafe impl Sync for Registration {}
 
 impl Registration {

@@ -23,7 +23,8 @@ pub(super) struct FrameName {
 // SAFETY: a `FrameName` is either a `&'static str` or a `Box<str>` it owns; both are `Send` and
 // `Sync`, and it offers only shared access to the text.
 unsafe impl Send for FrameName {}
-// SAFETY: as above.
+// SAFETY: shared, a `FrameName` only reads its text, a `&'static str` or a `Box<str>`, both
+// `Sync`; nothing mutates it until its owner drops it.
 unsafe impl Sync for FrameName {}
 
 impl FrameName {

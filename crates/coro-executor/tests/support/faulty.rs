@@ -79,7 +79,8 @@ unsafe fn clone_raw(data: *const ()) -> RawWaker {
     if faulty.clone_panics.load(SeqCst) {
         panic!("{}: clone", faulty.message);
     }
-    // SAFETY: as above; the new waker owns the count taken here.
+    // SAFETY: `data` is a live waker's `Arc<Faulty>` reference, so the count is at least one
+    // and the `Arc` alive; the new waker owns the count taken here.
     unsafe { Arc::increment_strong_count(data.cast::<Faulty>()) };
     RawWaker::new(data, &VTABLE)
 }

@@ -21,7 +21,7 @@
 //!   empty), but only once no value handed to a receive is still untaken: such a value comes
 //!   back to the channel if its receive is dropped, so until it is taken the channel is not
 //!   drained, and a receive that finds it closed and empty waits too.
-//! - A value handed to a waiting receive goes into that receive's own [`Handoff`], which it
+//! - A value handed to a waiting receive goes into that receive's own [`ReceiveSlot`], which it
 //!   reads without the lock when it runs (Go's `sudog`): one lock per message on that path.
 //! - A receive that was handed a value and then dropped before taking it gives the value back:
 //!   to the next waiting receive, or to the front of the buffer, so it is delivered exactly
@@ -56,7 +56,7 @@
 //! Wakers are woken, and values dropped, only after the mutex is released: both may run user
 //! code, which may use this channel again.
 
-use super::handoff::{Handoff, HandoffPtr};
+use super::receive_slot::{ReceiveSlot, ReceiveSlotPtr};
 use crate::sync::waiters::{Key, WaitList, WaiterState, WakeList};
 use concurrent_queue::{ConcurrentQueue, PushError};
 use coro_loom::sync::atomic::{AtomicUsize, Ordering::*, fence};
@@ -73,7 +73,7 @@ pub(crate) struct Chan<T> {
     senders: AtomicUsize,
     /// Live `Receiver` handles; the last one to go closes the channel and drops what is buffered.
     receivers: AtomicUsize,
-    /// The number of values receives took from their handoffs (modulo 2^63), with [`CLOSED`]
+    /// The number of values receives took from their receive slots (modulo 2^63), with [`CLOSED`]
     /// set once the channel is closed: one word, so that the close and the taking of the last
     /// value in flight are ordered by their read-modify-writes alone. A value is *in flight*
     /// from its hand-over (counted in `State::handed`, under the lock) until it is taken here;
@@ -128,8 +128,8 @@ struct State<T> {
     handed: usize,
     /// Sends waiting for room (their values stay in their futures).
     send_waiters: WaitList<()>,
-    /// Receives waiting for a value, by their handoffs (see `handoff.rs`).
-    recv_waiters: WaitList<HandoffPtr<T>>,
+    /// Receives waiting for a value, by their receive slots (see `receive_slot.rs`).
+    recv_waiters: WaitList<ReceiveSlotPtr<T>>,
 }
 
 /// What an attempt to send did.
@@ -307,7 +307,7 @@ impl<T> Chan<T> {
     }
 
     /// Puts `value` in the channel under the lock, if it may go now: into the first waiting
-    /// receive's handoff, else the queue. Gives it back when there is no room (a full queue,
+    /// receive's slot, else the queue. Gives it back when there is no room (a full queue,
     /// or on a rendezvous channel no receive that a granted send has not claimed).
     fn try_deliver(&self, state: &mut State<T>, value: T, wakes: &mut WakeList) -> Result<(), T> {
         let Some(queue) = &self.queue else {
@@ -402,12 +402,12 @@ impl<T> Chan<T> {
         if value.is_some() {
             state.handed = state.handed.wrapping_add(1) & !CLOSED;
         }
-        let handoff = state.recv_waiters.mode(receiver);
+        let slot = state.recv_waiters.mode(receiver);
         state.recv_waiters.dismiss(receiver, wakes);
         // SAFETY: under the channel's lock, the receive just dismissed from the queue (so still
         // alive: it cannot leave the queue without this lock) and not granted before (a granted
-        // receive is no longer queued); `handoff` is not touched again.
-        unsafe { handoff.grant(value) };
+        // receive is no longer queued); `slot` is not touched again.
+        unsafe { slot.grant(value) };
     }
 
     /// Sends the value in `value` now (taking it), or queues with `waker` (or reports `Full`
@@ -519,11 +519,11 @@ impl<T> Chan<T> {
         wakes.wake_all();
     }
 
-    /// Takes a value now, or queues the receive whose handoff is `handoff` with `waker` (or
+    /// Takes a value now, or queues the receive whose slot is `slot` with `waker` (or
     /// reports `Empty` when there is none).
     pub(crate) fn start_recv(
         &self,
-        handoff: Option<&Handoff<T>>,
+        slot: Option<&ReceiveSlot<T>>,
         waker: Option<&Waker>,
     ) -> RecvAttempt<T> {
         if let Some(queue) = &self.queue {
@@ -576,10 +576,10 @@ impl<T> Chan<T> {
                 RecvAttempt::Received(value)
             } else if state.closed && self.buffer_is_empty(&state) && !self.any_in_flight(&state) {
                 RecvAttempt::Closed
-            } else if let (Some(handoff), Some(waker)) = (handoff, waker) {
+            } else if let (Some(slot), Some(waker)) = (slot, waker) {
                 let waker = waker.clone();
-                handoff.reset();
-                let key = state.recv_waiters.push_back(handoff.as_ptr(), waker);
+                slot.reset();
+                let key = state.recv_waiters.push_back(slot.as_ptr(), waker);
                 // On a rendezvous channel a waiting receive is what a send waits for.
                 self.grant_senders(&mut state, &mut wakes);
                 if self.queue.is_some() {
@@ -601,16 +601,16 @@ impl<T> Chan<T> {
         attempt
     }
 
-    /// Whether the queued receive `key` (with `handoff`) is done: `Ready(Some(value))` when it
+    /// Whether the queued receive `key` (with `slot`) is done: `Ready(Some(value))` when it
     /// was handed a value, `Ready(None)` when the channel closed and drained first. Pending, it
     /// keeps `waker`. A grant is seen without the lock.
     pub(crate) fn poll_recv_grant(
         &self,
         key: Key,
-        handoff: &Handoff<T>,
+        slot: &ReceiveSlot<T>,
         waker: &Waker,
     ) -> Poll<Option<T>> {
-        if let Some(granted) = handoff.take() {
+        if let Some(granted) = slot.take() {
             if granted.is_some() {
                 self.value_taken();
             }
@@ -619,7 +619,7 @@ impl<T> Chan<T> {
         let polled = {
             let mut state = self.lock();
             // Under the lock the grant cannot change: look again, then wait.
-            match handoff.take() {
+            match slot.take() {
                 Some(granted) => Poll::Ready(granted),
                 None => {
                     state.recv_waiters.set_waker(key, waker);
@@ -667,14 +667,14 @@ impl<T> Chan<T> {
         }
     }
 
-    /// The queued receive `key` (with `handoff`) gives up. A value it was handed and never took
+    /// The queued receive `key` (with `slot`) gives up. A value it was handed and never took
     /// goes to the next waiting receive or back to the front of the buffer; if no receiver is
     /// left to take it, it is returned for the caller to drop outside the lock.
-    pub(crate) fn abandon_recv(&self, key: Key, handoff: &Handoff<T>) -> Option<T> {
+    pub(crate) fn abandon_recv(&self, key: Key, slot: &ReceiveSlot<T>) -> Option<T> {
         let mut wakes = WakeList::default();
         let orphan = {
             let mut state = self.lock();
-            match handoff.take() {
+            match slot.take() {
                 // Still queued (a grant is only made under this lock).
                 None => {
                     state.recv_waiters.remove(key);

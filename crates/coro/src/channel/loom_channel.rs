@@ -16,9 +16,9 @@
 //!   the send either delivered (and its value is received) or failed with its value back.
 //! - `loom_channel_rendezvous`: a rendezvous send and receive on two threads meet; a dropped
 //!   receive in between does not strand the send.
-//! - `loom_channel_handoff_read_without_lock`: a queued receive polled again (reading its
-//!   handoff without the channel's lock) while a send fills it: the value arrives once, and
-//!   loom checks the handoff's cell for a racing access.
+//! - `loom_channel_receive_slot_read_without_lock`: a queued receive polled again (reading its
+//!   slot without the channel's lock) while a send fills it: the value arrives once, and
+//!   loom checks the slot's cell for a racing access.
 //! - `loom_channel_close_races_taking_a_handed_value`: the channel closes while a value handed
 //!   to one receive is being taken on another thread and a second receive waits: the first gets
 //!   the value, the second learns the channel is drained (it never hangs, and never reports it
@@ -182,7 +182,7 @@ fn loom_oneshot_send_races_receiver_drop() {
 }
 
 #[test]
-fn loom_channel_handoff_read_without_lock() {
+fn loom_channel_receive_slot_read_without_lock() {
     loom::model(|| {
         let (tx, rx) = bounded::<u32>(1);
         let receiver = thread::spawn(move || {

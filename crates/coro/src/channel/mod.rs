@@ -51,7 +51,7 @@
 //! # });
 //! ```
 //!
-//! Layout: `chan` (the shared state and the send/receive algorithms), `handoff` (where a
+//! Layout: `chan` (the shared state and the send/receive algorithms), `receive_slot` (where a
 //! sender leaves a value for a waiting receive), `sender`, `receiver`, `oneshot`, `error`.
 //!
 //! Why not async-channel's design (a lock-free `concurrent-queue` plus `event-listener`) as it
@@ -63,8 +63,8 @@
 
 mod chan;
 mod error;
-mod handoff;
 pub mod oneshot;
+mod receive_slot;
 mod receiver;
 mod sender;
 

@@ -2,7 +2,7 @@
 
 use super::chan::{Chan, RecvAttempt};
 use super::error::{RecvError, TryRecvError};
-use super::handoff::Handoff;
+use super::receive_slot::ReceiveSlot;
 use crate::sync::waiters::Key;
 use coro_loom::sync::Arc;
 use futures_core::Stream;
@@ -35,9 +35,9 @@ pub struct Receiver<T> {
     chan: Arc<Chan<T>>,
     /// The stream's receive waiting in the channel, if `poll_next` returned `Pending`.
     waiting: Option<Key>,
-    /// The stream's handoff: boxed, so that it stays put while the receiver moves; made at the
+    /// The stream's slot: boxed, so that it stays put while the receiver moves; made at the
     /// stream's first wait and reused.
-    handoff: Option<Box<Handoff<T>>>,
+    slot: Option<Box<ReceiveSlot<T>>>,
 }
 
 impl<T> Receiver<T> {
@@ -45,7 +45,7 @@ impl<T> Receiver<T> {
         Receiver {
             chan,
             waiting: None,
-            handoff: None,
+            slot: None,
         }
     }
 
@@ -69,7 +69,7 @@ impl<T> Receiver<T> {
             chan: &self.chan,
             key: None,
             done: false,
-            handoff: Handoff::new(),
+            slot: ReceiveSlot::new(),
             traced: None,
         }
     }
@@ -164,8 +164,8 @@ impl<T> Clone for Receiver<T> {
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
-        if let (Some(key), Some(handoff)) = (self.waiting.take(), &self.handoff) {
-            drop(self.chan.abandon_recv(key, handoff));
+        if let (Some(key), Some(slot)) = (self.waiting.take(), &self.slot) {
+            drop(self.chan.abandon_recv(key, slot));
         }
         self.chan.drop_receiver();
     }
@@ -181,22 +181,22 @@ impl<T> fmt::Debug for Receiver<T> {
     }
 }
 
-/// One step of a receive: takes a value, or queues (`*key` set) with `handoff` and waits for
-/// one. `handoff` stays at its address while `*key` is set.
+/// One step of a receive: takes a value, or queues (`*key` set) with `slot` and waits for
+/// one. `slot` stays at its address while `*key` is set.
 fn poll_recv<T>(
     chan: &Chan<T>,
     key: &mut Option<Key>,
-    handoff: &Handoff<T>,
+    slot: &ReceiveSlot<T>,
     cx: &mut Context<'_>,
 ) -> Poll<Option<T>> {
     if let Some(queued) = *key {
-        let polled = chan.poll_recv_grant(queued, handoff, cx.waker());
+        let polled = chan.poll_recv_grant(queued, slot, cx.waker());
         if polled.is_ready() {
             *key = None;
         }
         return polled;
     }
-    match chan.start_recv(Some(handoff), Some(cx.waker())) {
+    match chan.start_recv(Some(slot), Some(cx.waker())) {
         RecvAttempt::Received(value) => Poll::Ready(Some(value)),
         RecvAttempt::Closed => Poll::Ready(None),
         RecvAttempt::Queued(queued) => {
@@ -212,8 +212,10 @@ impl<T> Stream for Receiver<T> {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
         let this = &mut *self;
-        let handoff = this.handoff.get_or_insert_with(|| Box::new(Handoff::new()));
-        poll_recv(&this.chan, &mut this.waiting, handoff, cx)
+        let slot = this
+            .slot
+            .get_or_insert_with(|| Box::new(ReceiveSlot::new()));
+        poll_recv(&this.chan, &mut this.waiting, slot, cx)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -239,7 +241,7 @@ pub struct RecvFuture<'a, T> {
     /// Where a sender leaves the value while this receive waits: pinned, since the channel's
     /// queue points at it.
     #[pin]
-    handoff: Handoff<T>,
+    slot: ReceiveSlot<T>,
     /// While queued: the waiting task's registration, for task snapshots.
     traced: Option<coro_executor::trace::WaitRegistration>,
 }
@@ -253,7 +255,7 @@ impl<T> Future for RecvFuture<'_, T> {
             !*this.done,
             "a coro::channel receive future was polled after it completed"
         );
-        let polled = poll_recv(this.chan, this.key, this.handoff.as_ref().get_ref(), cx);
+        let polled = poll_recv(this.chan, this.key, this.slot.as_ref().get_ref(), cx);
         if polled.is_ready() {
             *this.done = true;
             *this.traced = None;
@@ -271,7 +273,7 @@ impl<T> PinnedDrop for RecvFuture<'_, T> {
         if let Some(key) = this.key.take() {
             // A value handed to this receive goes back into the channel; one that cannot (no
             // receiver is left) is dropped here, outside the channel's lock.
-            drop(this.chan.abandon_recv(key, this.handoff.as_ref().get_ref()));
+            drop(this.chan.abandon_recv(key, this.slot.as_ref().get_ref()));
         }
     }
 }

@@ -19,7 +19,7 @@
 //! under the lock does so while the chain is lent, and the loan ends under the lock too.
 
 use crate::trace::Frame;
-use crate::trace::frame::{Origin, current_origin};
+use crate::trace::frame_chain::{Origin, current_origin};
 use coro_loom::UnsafeCell;
 use coro_loom::sync::Mutex;
 use std::ptr;
@@ -73,7 +73,9 @@ pub(super) struct LentChain(UnsafeCell<*const AwaiterChain>);
 // read by claimers only while the chain it points to is lent (`lend`, `end_loan`, `frames`);
 // the chain is `Sync` (its origin is read only as `Origin::frames` allows, its copy is locked).
 unsafe impl Send for LentChain {}
-// SAFETY: as above.
+// SAFETY: shared, a `LentChain` is written only by the collect's thread while no claimer reads
+// it, and read by claimers only while the chain is lent, which the loan's post and acquire
+// order (`lend`, `end_loan`, `frames`); the chain it points to is `Sync`.
 unsafe impl Sync for LentChain {}
 
 impl LentChain {

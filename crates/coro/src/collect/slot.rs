@@ -14,7 +14,7 @@
 use crate::Task;
 use crate::task::context::{TaskContext, enter_context_if_changed};
 use crate::task::poll_in_frame;
-use crate::trace::frame::FrameNode;
+use crate::trace::frame_chain::FrameNode;
 use coro_executor::JoinError;
 use coro_executor::PanicPayload;
 use coro_executor::trace::Frame;

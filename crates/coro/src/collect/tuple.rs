@@ -64,18 +64,18 @@ macro_rules! impl_tuples {
                         Collect::start(($(Slot::new($f, NAME, location, |_| false),)+), true);
                     run(&collect).await;
                     let slots = collect.children();
-                    // SAFETY (every `take`): `run` returned, so every slot is ours (see
-                    // `Collect::children`).
                     if let Some(first) = collect.first_failure() {
                         $(if first == $i {
-                            // SAFETY: as above.
+                            // SAFETY: `run` returned: every child is done and its slot is ours (see
+                            // `Collect::children`); no slot is taken twice.
                             if let Some(Err(payload)) = unsafe { slots.$i.take() } {
                                 resume_unwind(payload);
                             }
                         })+
                         unreachable!("the first failure of {NAME} is a panic");
                     }
-                    // SAFETY: as above.
+                    // SAFETY: `run` returned: every child is done and its slot is ours (see
+                    // `Collect::children`); no slot is taken twice.
                     ($(unwrap_child(NAME, $i, joined(unsafe { slots.$i.take() })),)+)
                 };
                 Task::with_frame(body, Cow::Borrowed(NAME), location)
@@ -99,9 +99,8 @@ macro_rules! impl_tuples {
                         Collect::start(($(Slot::new($f, NAME, location, |_| false),)+), false);
                     run(&collect).await;
                     let slots = collect.children();
-                    // SAFETY (every `take`): `run` returned, so every slot is ours (see
-                    // `Collect::children`).
-                    // SAFETY: as above.
+                    // SAFETY: `run` returned: every child is done and its slot is ours (see
+                    // `Collect::children`); no slot is taken twice.
                     ($(joined(unsafe { slots.$i.take() }),)+)
                 };
                 Task::with_frame(body, Cow::Borrowed(NAME), location)
@@ -125,11 +124,10 @@ macro_rules! impl_tuples {
                         Collect::start(($(Slot::new($f, NAME, location, Result::is_err),)+), true);
                     run(&collect).await;
                     let slots = collect.children();
-                    // SAFETY (every `take`): `run` returned, so every slot is ours (see
-                    // `Collect::children`).
                     if let Some(first) = collect.first_failure() {
                         $(if first == $i {
-                            // SAFETY: as above.
+                            // SAFETY: `run` returned: every child is done and its slot is ours (see
+                            // `Collect::children`); no slot is taken twice.
                             match unsafe { slots.$i.take() } {
                                 Some(Ok(Err(error))) => return Err(error),
                                 Some(Err(payload)) => resume_unwind(payload),
@@ -138,7 +136,8 @@ macro_rules! impl_tuples {
                         })+
                         unreachable!("the first failure of {NAME} is an Err or a panic");
                     }
-                    // SAFETY: as above.
+                    // SAFETY: `run` returned: every child is done and its slot is ours (see
+                    // `Collect::children`); no slot is taken twice.
                     Ok(($(unwrap_child(NAME, $i, joined(unsafe { slots.$i.take() }))
                         .unwrap_or_else(|_| unreachable!("no child of {NAME} failed")),)+))
                 };

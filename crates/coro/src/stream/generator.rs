@@ -12,7 +12,7 @@
 //! active on the thread for the duration of that poll, and a yield polled anywhere else panics.
 
 use crate::trace::Frame;
-use crate::trace::frame::FrameNode;
+use crate::trace::frame_chain::FrameNode;
 use futures_core::{FusedStream, Stream};
 use pin_project::pin_project;
 use std::borrow::Cow;
@@ -218,12 +218,12 @@ where
                         // publication compare the whole stack again.)
                         Some(value) => {
                             #[cfg(not(coro_untraced))]
-                            crate::trace::publish::note_relinked();
+                            crate::trace::root_trace::note_relinked();
                             Ok(Poll::Ready(Some(value)))
                         }
                         // Really suspended: if nothing deeper published where, it is here.
                         None => {
-                            crate::trace::publish::publish_suspension(inner.frame);
+                            crate::trace::root_trace::publish_suspension(inner.frame);
                             Ok(Poll::Pending)
                         }
                     }

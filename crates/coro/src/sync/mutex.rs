@@ -188,7 +188,8 @@ impl<T: ?Sized> Deref for MutexGuard<'_, T> {
 
 impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: as in `deref`, and `&mut self` makes this the only access through the guard.
+        // SAFETY: the guard holds the mutex's only permit, so no access exists but through it,
+        // and `&mut self` makes this the only access through the guard.
         unsafe { &mut *self.mutex.data.get() }
     }
 }

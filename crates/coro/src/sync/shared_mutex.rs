@@ -545,7 +545,8 @@ pub struct SharedMutexFair<T: ?Sized> {
 // (a writer), so sharing it needs `T: Send + Sync`, as for `std::sync::RwLock`. Sending it
 // sends the `T`.
 unsafe impl<T: ?Sized + Send + Sync> Sync for SharedMutexFair<T> {}
-// SAFETY: as above: the lock owns its `T`; the raw lock is plain atomics and a mutex.
+// SAFETY: the lock owns its `T`, so sending the lock sends the `T` (`T: Send`); the raw lock
+// is plain atomics and a mutex, which any thread may own.
 unsafe impl<T: ?Sized + Send> Send for SharedMutexFair<T> {}
 
 impl<T> SharedMutexFair<T> {

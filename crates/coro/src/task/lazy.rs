@@ -4,7 +4,7 @@ use super::context::{TaskContext, enter_context_if_changed, with_context};
 use super::recycle;
 use super::stack::with_stack;
 use crate::cancel::CancellationToken;
-use crate::trace::frame::{Frame, FrameNode};
+use crate::trace::frame_chain::{Frame, FrameNode};
 use coro_executor::JoinError;
 use std::alloc::Layout;
 use std::borrow::Cow;
@@ -107,7 +107,7 @@ pub(crate) struct Framed<F: ?Sized> {
 const STARTED: u8 = 1;
 const FINISHED: u8 = 2;
 const OWN_TOKEN: u8 = 4;
-const _: () = assert!((STARTED | FINISHED | OWN_TOKEN) & !crate::trace::frame::FLAGS == 0);
+const _: () = assert!((STARTED | FINISHED | OWN_TOKEN) & !crate::trace::frame_chain::FLAGS == 0);
 
 impl<T: Send + 'static> Task<T> {
     /// Wraps `fut` in a task named after the future's type, created here.
@@ -396,7 +396,7 @@ pub(crate) fn poll_in_frame<F: Future + ?Sized>(
     if poll.is_pending() {
         // Still the innermost frame here: if nothing deeper suspended, this is where the task
         // waits.
-        crate::trace::publish::publish_suspension(frame);
+        crate::trace::root_trace::publish_suspension(frame);
     }
     poll
 }

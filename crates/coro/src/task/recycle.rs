@@ -220,7 +220,8 @@ mod tests {
             let again = allocate(Layout::from_size_align(80, 16).unwrap());
             assert_eq!(again, first);
             assert_eq!(kept(), 0);
-            // SAFETY: as above; the class layout is what counts.
+            // SAFETY: `again` came from `allocate` and is unused; `free` files a block by its
+            // size class, which `layout` shares with the layout `again` was allocated with.
             unsafe { free(again, layout) };
         })
         .join()

@@ -1,13 +1,13 @@
 //! The future a spawned task runs as on its executor: the task's body plus its executor, made
 //! current for every poll so that code inside can find it (`current_executor`, `spawn`).
 //!
-//! Where a root's stack is published for task dumps is `trace/publish.rs`'s business: a root
+//! Where a root's stack is published for task dumps is `trace/root_trace.rs`'s business: a root
 //! only holds its [`RootTrace`] and enters it at each poll.
 
 use super::context::enter_executor;
 use super::lazy::{Framed, Task};
 use crate::trace::Frame;
-use crate::trace::publish::RootTrace;
+use crate::trace::root_trace::RootTrace;
 use coro_executor::{ExecutorHandle, JoinHandle};
 use std::future::Future;
 use std::pin::Pin;

@@ -5,7 +5,7 @@ use super::context::{self, with_context};
 use super::lazy::{Framed, Task};
 use super::root::{FramedRoot, spawn_root};
 use crate::cancel::CancellationToken;
-use crate::trace::publish::RootTrace;
+use crate::trace::root_trace::RootTrace;
 use coro_executor::{ExecutorHandle, JoinHandle};
 use std::any::TypeId;
 use std::borrow::Cow;

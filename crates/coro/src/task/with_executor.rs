@@ -3,8 +3,8 @@
 use super::lazy::Task;
 use super::root::{RootBody, spawn_root};
 use crate::trace::Frame;
-use crate::trace::frame::continue_into;
-use crate::trace::publish::RootTrace;
+use crate::trace::frame_chain::continue_into;
+use crate::trace::root_trace::RootTrace;
 use coro_executor::{ExecutorHandle, JoinError, JoinHandle};
 use std::fmt;
 use std::future::Future;

@@ -1,7 +1,8 @@
 //! Async stack traces: every task has a frame (name and creation site), linked to
 //! its awaiter's while it runs.
 //!
-//! - `frame`: [`Frame`] and the per-thread chain of frames being polled;
+//! - `frame_chain`: [`Frame`] and the per-thread chain of frames being polled;
+//! - `root_trace`: a root task's trace cell and publishing its stack where it suspends;
 //! - `dump`: [`dump_all`] and its tree rendering;
 //! - `signal`: [`dump_on_signal`], the dump written to stderr on a signal (Unix);
 //! - `snapshot`: [`Snapshot`], every task and pool with statistics, for consoles; `take`:
@@ -10,8 +11,8 @@
 //!   long polls, starving tasks).
 
 mod dump;
-pub(crate) mod frame;
-pub(crate) mod publish;
+pub(crate) mod frame_chain;
+pub(crate) mod root_trace;
 mod signal;
 mod snapshot;
 mod take;
@@ -20,7 +21,7 @@ mod warnings;
 
 pub use coro_executor::trace::{TaskSnapshot, TaskState};
 pub use dump::{TaskDump, dump_all};
-pub use frame::Frame;
+pub use frame_chain::Frame;
 pub use signal::{DEFAULT_DUMP_SIGNAL, SignalDump, dump_on_signal};
 pub use snapshot::{PoolSnapshot, Snapshot, TaskInfo, WaitTarget, WorkerSnapshot};
 pub use take::snapshot;
@@ -84,7 +85,7 @@ impl fmt::Debug for AsyncStack {
 /// ```
 pub fn current_stack() -> AsyncStack {
     let mut frames = Vec::new();
-    frame::walk_current(|f| frames.push(f.clone()));
+    frame_chain::walk_current(|f| frames.push(f.clone()));
     AsyncStack::from_frames(frames)
 }
 

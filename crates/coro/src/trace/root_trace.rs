@@ -14,7 +14,7 @@ pub(crate) use untraced::{RootTrace, publish_suspension, without_publishing};
 
 #[cfg(not(coro_untraced))]
 mod traced {
-    use crate::trace::frame::{
+    use crate::trace::frame_chain::{
         Frame, FrameNode, current_fingerprint, has_published_continuation, inside_frame,
         walk_published,
     };
@@ -98,7 +98,7 @@ mod traced {
 /// Tracing compiled out, for measuring its cost: the same interface, doing nothing.
 #[cfg(coro_untraced)]
 mod untraced {
-    use crate::trace::frame::Frame;
+    use crate::trace::frame_chain::Frame;
     use std::pin::Pin;
 
     pub(crate) struct RootTrace;
@@ -117,7 +117,7 @@ mod untraced {
     }
 
     #[inline]
-    pub(crate) fn publish_suspension(_innermost: &crate::trace::frame::FrameNode) {}
+    pub(crate) fn publish_suspension(_innermost: &crate::trace::frame_chain::FrameNode) {}
 
     pub(crate) fn without_publishing<R>(f: impl FnOnce() -> R) -> R {
         f()

@@ -232,7 +232,7 @@ pub(crate) fn walk_current(f: impl FnMut(&Frame)) {
 /// [`walk_current`] for the stack the root publishes: without a continuation that a dump
 /// appends itself ([`continue_into_unpublished`]).
 pub(crate) fn walk_published(f: impl FnMut(&Frame)) {
-    // SAFETY: as in `walk_current`.
+    // SAFETY: the current origin, walked on its own thread during the poll it was taken in.
     unsafe { current_origin().walk(false, f) }
 }
 
@@ -249,7 +249,8 @@ pub(crate) struct Origin {
 // SAFETY: an `Origin` is two addresses; what may be read through them, and when, is
 // `Origin::frames`'s contract.
 unsafe impl Send for Origin {}
-// SAFETY: as above: shared, it offers only the `unsafe` read.
+// SAFETY: a shared `Origin` offers nothing but copies of its two addresses and the `unsafe`
+// read of `Origin::frames`, whose contract says when that read is sound.
 unsafe impl Sync for Origin {}
 
 /// The chain being polled on this thread, from its innermost frame now.
