@@ -22,7 +22,8 @@
 //! 5. First poll: async-task's `run` polls `Tracked` (`task/runnable.rs`: current task and
 //!    state, `task/current.rs`; panics caught, `task/panic.rs`), which polls coro's `Root`: it
 //!    enters the executor, attaches its trace cell to the header (down again:
-//!    `trace::attach`), and polls the framed body, which enters its frame and context.
+//!    `trace::attach`) and links its frame as the outermost, and polls the framed body, which
+//!    enters its frame (already linked: no call down to look for a cell) and context.
 //!
 //! What the task carries, and why: async-task's header (state, awaiter, vtable); the
 //! `TaskHeader` (id, trace pointer, state and wait slot, `last` publication mark, owner);

@@ -230,6 +230,12 @@ impl<T> Task<T> {
         unsafe { self.inner.as_ref() }.frame()
     }
 
+    /// The node of this task's frame.
+    pub(crate) fn frame_node(&self) -> &FrameNode {
+        // SAFETY: as in `frame`.
+        &unsafe { self.inner.as_ref() }.frame
+    }
+
     /// Captures the context the task starts with (see [`Framed::capture_context`]).
     pub(crate) fn capture_context(&mut self) {
         self.inner_mut().capture_context();
@@ -254,6 +260,11 @@ impl<F: ?Sized> Framed<F> {
     /// The frame of this task (name and creation site).
     pub(crate) fn frame(&self) -> &Frame {
         &self.frame.frame
+    }
+
+    /// The node of this task's frame.
+    pub(crate) fn frame_node(&self) -> &FrameNode {
+        &self.frame
     }
 
     /// `STARTED`, `FINISHED`, `OWN_TOKEN`.

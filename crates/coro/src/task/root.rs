@@ -7,6 +7,7 @@
 use super::context::enter_executor;
 use super::lazy::{Framed, Task};
 use crate::trace::Frame;
+use crate::trace::frame::FrameNode;
 use crate::trace::publish::RootTrace;
 use coro_executor::{ExecutorHandle, JoinHandle};
 use std::future::Future;
@@ -53,11 +54,22 @@ impl RootExecutor for ExecutorHandle {
 pub(crate) trait RootBody: Future {
     /// The body's outermost frame: it must not change once the body is spawned.
     fn root_frame(&self) -> &Frame;
+
+    /// The node of [`root_frame`](Self::root_frame), if the body enters it as its outermost
+    /// frame: linked as such when the root's trace cell is attached (see
+    /// `FrameNode::link_outermost`).
+    fn root_node(&self) -> Option<&FrameNode> {
+        None
+    }
 }
 
 impl<T> RootBody for Task<T> {
     fn root_frame(&self) -> &Frame {
         self.frame()
+    }
+
+    fn root_node(&self) -> Option<&FrameNode> {
+        Some(self.frame_node())
     }
 }
 
@@ -72,7 +84,8 @@ impl<F: RootBody, E: RootExecutor> Future for Root<F, E> {
         let this = unsafe { self.get_unchecked_mut() };
         let _executor = this.executor.enter();
         // SAFETY: as above; the root frame is in the pinned body, and never changes.
-        unsafe { Pin::new_unchecked(&mut this.trace) }.enter(this.body.root_frame());
+        unsafe { Pin::new_unchecked(&mut this.trace) }
+            .enter(this.body.root_frame(), this.body.root_node());
         // SAFETY: as above.
         unsafe { Pin::new_unchecked(&mut this.body) }.poll(cx)
     }
@@ -120,6 +133,10 @@ pub(crate) struct FramedRoot<F>(pub(crate) Framed<F>);
 impl<F: Future> RootBody for FramedRoot<F> {
     fn root_frame(&self) -> &Frame {
         self.0.frame()
+    }
+
+    fn root_node(&self) -> Option<&FrameNode> {
+        Some(self.0.frame_node())
     }
 }
 
