@@ -1,53 +1,43 @@
 //! Spawning onto a pool, and the schedule function every pool task is built with: from one of
 //! the pool's workers a task goes where the placement says (`worker::schedule_local`), from
-//! anywhere else to the global queue. A new task is queued by its spawner directly, never
-//! through its schedule function (which would only find this pool again through the header).
+//! anywhere else to the global queue. A new task is built whole, then listed, then queued by
+//! its spawner directly, never through its schedule function (which would only find this pool
+//! again through the header).
 //!
 //! # The spawn path, and where it is going
 //!
-//! Today `coro::spawn` reaches its task's first poll like this (one allocation, async-task's):
+//! `coro::spawn` reaches its task's first poll like this, one way down (one allocation,
+//! async-task's):
 //! 1. coro (`task/spawn.rs`) finds the current executor (`task/context.rs`, else the engine's
-//!    `ExecutorHandle::with_current_pool`) and calls `spawn_root` (`task/root.rs`), which calls
-//!    the engine's `ExecutorHandle::spawn_with` with a closure that makes the root future.
+//!    `ExecutorHandle::with_current_pool`) and builds what the task needs beside its future,
+//!    its root (`task/root.rs`: the executor for a non-pool task, the trace cell, the frame
+//!    with its name and location, the captured context: cancellation token and task-locals).
+//!    It hands the root and a pointer to the future to the engine's `ExecutorHandle::spawn_root`.
 //! 2. The engine (`executor.rs`, here) makes the header (`task/header.rs`: id block, owner
-//!    reference to the pool, `task/owner.rs`) and lists the task (`task/list.rs`): under the
-//!    shard's lock it takes a slot and calls `task::build` (`task/runnable.rs`), which has
-//!    async-task allocate the task and run the maker inside the allocation.
-//! 3. Up again: coro's closure, still under that lock, reads the user's future out of
-//!    `spawn`'s frame, wraps it in its frame (`task/lazy.rs`, `Framed`: name, location, flags,
-//!    context), captures the context (cancellation token and task-locals, `task/context.rs`)
-//!    and returns the root (`Root`: executor, `RootTrace` trace cell, body).
-//! 4. Back here, the task is queued on the spawning worker (`worker.rs`), which wakes another
-//!    if none is searching (`idle.rs`, `park.rs`).
+//!    reference to the pool, `task/owner.rs`) and has async-task allocate the task
+//!    (`task::build`, `task/runnable.rs`) around the engine's own closure, which reads the
+//!    future into the allocation beside the root (`task/root.rs`, `Rooted`). No code of coro's
+//!    runs during the spawn.
+//! 3. Then it lists the built task (`task/list.rs`): under the shard's lock, only a slot is
+//!    taken, named in the header (the task's entry) and the header published in it.
+//! 4. The task is queued on the spawning worker (`worker.rs`), which wakes another if none is
+//!    searching (`idle.rs`, `park.rs`).
 //! 5. First poll: async-task's `run` polls `Tracked` (`task/runnable.rs`: current task and
-//!    state, `task/current.rs`; panics caught, `task/panic.rs`), which polls coro's `Root`: it
-//!    enters the executor, attaches its trace cell to the header (down again:
-//!    `trace::attach`) and links its frame as the outermost, and polls the framed body, which
-//!    enters its frame (already linked: no call down to look for a cell) and context.
+//!    state, `task/current.rs`; panics caught, `task/panic.rs`), which polls the future through
+//!    its root (`TaskRoot::poll_root`): coro's root enters the executor, attaches its trace cell
+//!    to the header (down: `trace::attach`), links its frame as the outermost, and polls the
+//!    future in that frame and context.
 //!
 //! What the task carries, and why: async-task's header (state, awaiter, vtable); the
-//! `TaskHeader` (id, trace pointer, state and wait slot, `last` publication mark, owner);
-//! `Tracked`'s list key and header pointer; and the Task layer's root: its trace cell (root
-//! frame pointer, parent id, published stack), its frame (name, location, awaiter link with
-//! the task's flags) and its context (token, locals).
+//! `TaskHeader` (id, trace pointer, state and wait slot, `last` publication mark, owner, list
+//! entry); `Tracked`'s header pointer; and the Task layer's root: its trace cell (root frame
+//! pointer, parent id, published stack), its frame (name, location, awaiter link with flags)
+//! and its context (token, locals).
 //!
-//! Where it is going, so that the path runs one way (coro builds what the task needs, the
-//! engine allocates and queues it, nothing calls back up) in one allocation no larger than
-//! smol's for the same future:
-//! - coro hands the engine plain values instead of a maker: the frame (name and location),
-//!   the captured context as one word, and the parent. The engine reads the future into the
-//!   allocation itself, in its own `build` closure, so the in-place construction that keeps
-//!   large futures from being copied at each layer stays, but the code that runs inside the
-//!   allocation (and under the list's lock) is the engine's alone.
-//! - The Task layer's root state moves into the engine's task, next to `Tracked`: the trace
-//!   cell (whose root pointer then has a fixed place to point at, and can go), the frame node,
-//!   and the context word, which the engine keeps but never reads. `Root` and `RootTrace`
-//!   then disappear, and with them the first poll's call down to attach the cell: the header
-//!   points at the cell when the task is built.
-//! - The list's lock covers only taking the slot: the task is built around a reserved slot,
-//!   then published with a store that shutdown's `close` cannot miss (a `closed` flag and a
-//!   fence on both sides, as unlisting already pairs with visitors), so no caller's code runs
-//!   under it; the list's loom model gains the reserved state.
+//! Where it is going, so that the task is no larger than smol's for the same future:
+//! - The trace cell's root pointer has a fixed place to point at now (the root's frame, beside
+//!   the cell): the header can point at the cell when the task is built, and the first poll's
+//!   call down to attach it can go.
 //! - The owner reference stops being counted per task (a read-modify-write on the pool's
 //!   shared count at each spawn and another at each task's end, on whichever worker ends it),
 //!   once shutdown from inside a pool task also waits for the tasks `close` took, so that the
@@ -134,8 +124,12 @@ impl Shared {
         self.blocking.spawn(f)
     }
 
-    /// Spawns the future `make` returns (made in place, see [`task::build`]); spawned by a
-    /// worker of this pool, it first goes where `placement` says.
+    /// Spawns the future `make` returns (made in place, see [`task::build`]; `make` is the
+    /// engine's own: it moves or reads the spawned future into the task); spawned by a worker
+    /// of this pool, it first goes where `placement` says.
+    // Inlined into each spawn (it is generic, so each future type has its own copy anyway):
+    // the call boundary cost a spawn about 25 instructions of moves and saved registers.
+    #[inline(always)]
     pub(crate) fn spawn_placed<M, F>(
         self: &Arc<Self>,
         make: M,
@@ -146,18 +140,14 @@ impl Shared {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        // Everything the task needs from the pool is made before the list's lock: under it, only
-        // the slot is taken and the task allocated around it.
+        // The task is built whole before the list's lock: under it, only a slot is taken and
+        // the header published there.
         let header = TaskHeader::with_owner(Some(self.owner_ref()));
-        let spawned =
-            self.tasks
-                .insert(task::shard_hint(), (make, header), |key, (make, header)| {
-                    let (runnable, task) = task::build(key, make, header, WithInfo(schedule));
-                    let header = std::ptr::NonNull::from(runnable.metadata());
-                    (Some(runnable.waker()), header, (runnable, task))
-                });
-        match spawned {
-            Ok((runnable, task)) => {
+        let (runnable, task) = task::build(header, make, WithInfo(schedule));
+        let waker = runnable.waker();
+        let header = std::ptr::NonNull::from(runnable.metadata());
+        match self.tasks.insert(task::shard_hint(), header, Some(waker)) {
+            Ok(_) => {
                 // Queued here, not through `runnable.schedule()`: the schedule function would
                 // find this pool again through the header and mark the task scheduled, which a
                 // new header already is (and a new task has no statistics block to count in).
@@ -166,14 +156,15 @@ impl Shared {
                 {
                     self.schedule_remote(runnable);
                 }
-                JoinHandle::new(task)
             }
-            Err((make, _header)) => {
-                // Shut down: the task is dropped unrun and its handle resolves Cancelled.
-                let (runnable, task) = task::build_unlisted(make(), |_| {});
+            Err(waker) => {
+                // Shut down: the task is dropped unrun (unlisted: its header has no entry) and
+                // its handle resolves Cancelled. The waker goes first, while the runnable and
+                // the handle still hold the task, so that its drop only counts a reference.
+                drop(waker);
                 drop(runnable);
-                JoinHandle::new(task)
             }
         }
+        JoinHandle::new(task)
     }
 }

@@ -91,8 +91,8 @@ unsafe fn drop_body<U: ?Sized>(body: NonNull<U>) {
     unsafe { std::ptr::drop_in_place(body.as_ptr()) };
 }
 
-/// A future with a frame and the context it inherits: the body of every `Task` (boxed) and of
-/// every spawned root task (inline in the executor's allocation).
+/// A future with a frame and the context it inherits: the body of every `Task` (boxed). (A
+/// spawned plain future keeps the same two beside it instead, in its root: `root.rs`.)
 pub(crate) struct Framed<F: ?Sized> {
     frame: FrameNode,
     /// Before the task starts: only its own token, if `with_cancellation` gave it one. From
@@ -260,11 +260,6 @@ impl<F: ?Sized> Framed<F> {
     /// The frame of this task (name and creation site).
     pub(crate) fn frame(&self) -> &Frame {
         &self.frame.frame
-    }
-
-    /// The node of this task's frame.
-    pub(crate) fn frame_node(&self) -> &FrameNode {
-        &self.frame
     }
 
     /// `STARTED`, `FINISHED`, `OWN_TOKEN`.
