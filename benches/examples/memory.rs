@@ -8,6 +8,9 @@
 //!
 //! Each row runs in a child process of its own, so that one runtime's peak does not hide
 //! another's. A row reports:
+//! - **future**: `size_of_val` of one task's future, each row's own (the `-event` rows of every
+//!   runtime spawn one and the same future type, `event_idle`: compare those to see what each
+//!   runtime keeps around a task);
 //! - **bytes / idle task**: live heap bytes (a counting global allocator) with 1,000,000 tasks
 //!   parked, minus before, divided by the count; the RSS growth per task beside it (it includes
 //!   allocator overhead and the stacks of nothing: tasks have none);
@@ -20,10 +23,10 @@
 //!
 //! Every runtime has 2 workers. coro's idle tasks wait on a `Baton` or a one-hour
 //! `coro::time::sleep`, spawned with `coro::spawn` (the Task layer: a frame, a trace cell, the
-//! inherited context) or, in the `coro-baton-engine` row, with the engine's
+//! inherited context) or, in the rows ending in `-engine`, with the engine's
 //! `coro::executor::spawn`; tokio's on a `Notify` or a one-hour `tokio::time::sleep`; smol's
 //! (an `async_executor::Executor` run by 2 threads) on an `event_listener::Event`, what smol's
-//! own primitives wait on.
+//! own primitives wait on, and the `coro-event` rows on the same future as smol's.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
@@ -98,6 +101,8 @@ fn status_bytes(field: &str) -> usize {
 /// What a child prints on its one line of output: `key=value` pairs.
 struct Row {
     shape: &'static str,
+    /// `size_of_val` of one task's future (0 for the spawn rows).
+    future_bytes: usize,
     bytes_per_task: f64,
     rss_per_task: f64,
     cancel: Duration,
@@ -107,8 +112,9 @@ struct Row {
 impl Row {
     fn print(&self) {
         println!(
-            "ROW shape={} bytes={:.1} rss={:.1} cancel_ms={:.1} peak_mb={:.1}",
+            "ROW shape={} future={} bytes={:.1} rss={:.1} cancel_ms={:.1} peak_mb={:.1}",
             self.shape,
+            self.future_bytes,
             self.bytes_per_task,
             self.rss_per_task,
             self.cancel.as_secs_f64() * 1e3,
@@ -143,6 +149,7 @@ impl Drop for CountDrop {
 /// `cancel(handles)` until every task's future has been dropped.
 fn idle_row<H>(
     shape: &'static str,
+    future_bytes: usize,
     (before, rss_before): (isize, usize),
     parked: &std::sync::atomic::AtomicUsize,
     dropped: &std::sync::atomic::AtomicUsize,
@@ -160,6 +167,7 @@ fn idle_row<H>(
     });
     Row {
         shape,
+        future_bytes,
         bytes_per_task: bytes / IDLE_TASKS as f64,
         rss_per_task: rss / IDLE_TASKS as f64,
         cancel: start.elapsed(),
@@ -167,44 +175,122 @@ fn idle_row<H>(
     }
 }
 
+/// What one idle task of a row may use; each row's future takes only what it waits on, so
+/// that every row measures a future of its own size (`IdleArgs` is destructured, not captured).
+struct IdleArgs {
+    baton: Arc<coro::sync::Baton>,
+    event: Arc<event_listener::Event>,
+    parked: Arc<std::sync::atomic::AtomicUsize>,
+    guard: CountDrop,
+}
+
+/// The idle future of the `-event` rows, one type for every runtime: it waits on an
+/// `event_listener::Event` (what smol's own primitives wait on), so that those rows differ
+/// only in what each runtime keeps around the same future.
+async fn event_idle(
+    event: Arc<event_listener::Event>,
+    parked: Arc<std::sync::atomic::AtomicUsize>,
+    guard: CountDrop,
+) {
+    let _guard = guard;
+    let listener = event.listen();
+    parked.fetch_add(1, Relaxed);
+    listener.await;
+}
+
 fn coro_idle(shape: &'static str) -> Row {
-    use coro::cancel::{CancellationSource, cancellable};
+    use coro::cancel::cancellable;
+    match shape {
+        "coro-timer" => coro_idle_row(shape, |IdleArgs { parked, guard, .. }| async move {
+            let _guard = guard;
+            parked.fetch_add(1, Relaxed);
+            let _ = coro::time::sleep(Duration::from_secs(3600)).await;
+        }),
+        "coro-baton-token" => coro_idle_row(
+            shape,
+            |IdleArgs {
+                 baton,
+                 parked,
+                 guard,
+                 ..
+             }| {
+                async move {
+                    let _guard = guard;
+                    parked.fetch_add(1, Relaxed);
+                    // Waits on the baton and on the token the task inherited.
+                    let _ = cancellable(baton.wait()).await;
+                }
+            },
+        ),
+        "coro-event" | "coro-event-engine" => coro_idle_row(
+            shape,
+            |IdleArgs {
+                 event,
+                 parked,
+                 guard,
+                 ..
+             }| { event_idle(event, parked, guard) },
+        ),
+        _ => coro_idle_row(
+            shape,
+            |IdleArgs {
+                 baton,
+                 parked,
+                 guard,
+                 ..
+             }| async move {
+                let _guard = guard;
+                parked.fetch_add(1, Relaxed);
+                baton.wait().await;
+            },
+        ),
+    }
+}
+
+/// An idle row of coro: `IDLE_TASKS` tasks running the future `idle` makes, spawned with
+/// `coro::spawn` (the Task layer: a frame, a trace cell, the inherited context) or, for a
+/// shape ending in `-engine`, with the engine's `coro::executor::spawn`.
+fn coro_idle_row<Fut>(shape: &'static str, idle: fn(IdleArgs) -> Fut) -> Row
+where
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    use coro::cancel::CancellationSource;
     use std::sync::atomic::AtomicUsize;
     let pool = coro::ThreadPool::new(WORKERS).unwrap();
     let baton = Arc::new(coro::sync::Baton::new());
+    let event = Arc::new(event_listener::Event::new());
     let source = CancellationSource::new();
     let parked = Arc::new(AtomicUsize::new(0));
     let dropped = Arc::new(AtomicUsize::new(0));
+    let engine = shape.ends_with("-engine");
     let before = LIVE_BYTES.load(Relaxed);
     let rss_before = status_bytes("VmRSS");
-    let handles = coro::block_wait(
+    let (handles, future_bytes) = coro::block_wait(
         coro::Task::new({
-            let (baton, parked, dropped) = (baton.clone(), parked.clone(), dropped.clone());
+            let (baton, event, parked, dropped) = (
+                baton.clone(),
+                event.clone(),
+                parked.clone(),
+                dropped.clone(),
+            );
             async move {
                 let mut handles = Vec::with_capacity(IDLE_TASKS);
+                let mut future_bytes = 0;
                 for _ in 0..IDLE_TASKS {
-                    let (baton, parked) = (baton.clone(), parked.clone());
-                    let guard = CountDrop(dropped.clone());
-                    let idle = async move {
-                        let _guard = guard;
-                        parked.fetch_add(1, Relaxed);
-                        match shape {
-                            "coro-timer" => {
-                                let _ = coro::time::sleep(Duration::from_secs(3600)).await;
-                            }
-                            "coro-baton-token" => {
-                                let _ = cancellable(baton.wait()).await;
-                            }
-                            _ => baton.wait().await,
-                        }
-                    };
-                    handles.push(if shape == "coro-baton-engine" {
-                        coro::executor::spawn(idle)
+                    let future = idle(IdleArgs {
+                        baton: baton.clone(),
+                        event: event.clone(),
+                        parked: parked.clone(),
+                        guard: CountDrop(dropped.clone()),
+                    });
+                    future_bytes = std::mem::size_of_val(&future);
+                    handles.push(if engine {
+                        coro::executor::spawn(future)
                     } else {
-                        coro::spawn(idle)
+                        coro::spawn(future)
                     });
                 }
-                handles
+                (handles, future_bytes)
             }
         })
         .with_cancellation(source.token())
@@ -212,6 +298,7 @@ fn coro_idle(shape: &'static str) -> Row {
     );
     idle_row(
         shape,
+        future_bytes,
         (before, rss_before),
         &parked,
         &dropped,
@@ -243,14 +330,15 @@ fn tokio_idle(shape: &'static str) -> Row {
     let before = LIVE_BYTES.load(Relaxed);
     let rss_before = status_bytes("VmRSS");
     let timer = shape == "tokio-timer";
-    let handles = rt.block_on({
+    let (handles, future_bytes) = rt.block_on({
         let (notify, parked, dropped) = (notify.clone(), parked.clone(), dropped.clone());
         async move {
             let mut handles = Vec::with_capacity(IDLE_TASKS);
+            let mut future_bytes = 0;
             for _ in 0..IDLE_TASKS {
                 let (notify, parked) = (notify.clone(), parked.clone());
                 let guard = CountDrop(dropped.clone());
-                handles.push(tokio::spawn(async move {
+                let future = async move {
                     let _guard = guard;
                     parked.fetch_add(1, Relaxed);
                     if timer {
@@ -258,13 +346,16 @@ fn tokio_idle(shape: &'static str) -> Row {
                     } else {
                         notify.notified().await;
                     }
-                }));
+                };
+                future_bytes = std::mem::size_of_val(&future);
+                handles.push(tokio::spawn(future));
             }
-            handles
+            (handles, future_bytes)
         }
     });
     idle_row(
         shape,
+        future_bytes,
         (before, rss_before),
         &parked,
         &dropped,
@@ -286,25 +377,22 @@ fn smol_idle(shape: &'static str) -> Row {
     let before = LIVE_BYTES.load(Relaxed);
     let rss_before = status_bytes("VmRSS");
     let ex = rt.ex;
-    let handles = futures::executor::block_on(ex.spawn({
+    let (handles, future_bytes) = futures::executor::block_on(ex.spawn({
         let (event, parked, dropped) = (event.clone(), parked.clone(), dropped.clone());
         async move {
             let mut handles = Vec::with_capacity(IDLE_TASKS);
+            let mut future_bytes = 0;
             for _ in 0..IDLE_TASKS {
-                let (event, parked) = (event.clone(), parked.clone());
-                let guard = CountDrop(dropped.clone());
-                handles.push(ex.spawn(async move {
-                    let _guard = guard;
-                    let listener = event.listen();
-                    parked.fetch_add(1, Relaxed);
-                    listener.await;
-                }));
+                let future = event_idle(event.clone(), parked.clone(), CountDrop(dropped.clone()));
+                future_bytes = std::mem::size_of_val(&future);
+                handles.push(ex.spawn(future));
             }
-            handles
+            (handles, future_bytes)
         }
     }));
     idle_row(
         shape,
+        future_bytes,
         (before, rss_before),
         &parked,
         &dropped,
@@ -351,6 +439,7 @@ fn tokio_spawns() -> Row {
 fn spawn_row(shape: &'static str) -> Row {
     Row {
         shape,
+        future_bytes: 0,
         bytes_per_task: f64::NAN,
         rss_per_task: f64::NAN,
         cancel: Duration::ZERO,
@@ -358,11 +447,13 @@ fn spawn_row(shape: &'static str) -> Row {
     }
 }
 
-const SHAPES: [&str; 9] = [
+const SHAPES: [&str; 11] = [
     "coro-baton",
     "coro-baton-engine",
     "coro-baton-token",
     "tokio-notify",
+    "coro-event",
+    "coro-event-engine",
     "smol-event",
     "coro-timer",
     "tokio-timer",
@@ -375,6 +466,8 @@ fn run_child(shape: &str) {
         "coro-baton" => coro_idle("coro-baton"),
         "coro-baton-engine" => coro_idle("coro-baton-engine"),
         "coro-baton-token" => coro_idle("coro-baton-token"),
+        "coro-event" => coro_idle("coro-event"),
+        "coro-event-engine" => coro_idle("coro-event-engine"),
         "coro-timer" => coro_idle("coro-timer"),
         "tokio-notify" => tokio_idle("tokio-notify"),
         "tokio-timer" => tokio_idle("tokio-timer"),
@@ -391,8 +484,10 @@ fn main() {
         return run_child(&shape);
     }
     let exe = std::env::current_exe().expect("the example's own path");
-    println!("| row | bytes / idle task (heap) | RSS / idle task | cancel all | peak RSS |");
-    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| row | future | bytes / idle task (heap) | RSS / idle task | cancel all | peak RSS |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
     for shape in SHAPES {
         let out = std::process::Command::new(&exe)
             .arg(shape)
@@ -412,12 +507,13 @@ fn main() {
         let (bytes, rss, cancel) = (field("bytes"), field("rss"), field("cancel_ms"));
         if shape.ends_with("-spawn") {
             println!(
-                "| {shape}: 10M empty spawns | | | | {} MB |",
+                "| {shape}: 10M empty spawns | | | | | {} MB |",
                 field("peak_mb")
             );
         } else {
             println!(
-                "| {shape}: 1M idle tasks | {bytes} B | {rss} B | {cancel} ms | {} MB |",
+                "| {shape}: 1M idle tasks | {} B | {bytes} B | {rss} B | {cancel} ms | {} MB |",
+                field("future"),
                 field("peak_mb")
             );
         }

@@ -60,8 +60,11 @@ impl BlockingPool {
         R: Send + 'static,
     {
         let inner = self.inner.clone();
-        let (runnable, task) =
-            task::build_unlisted(async move { f() }, move |r| Inner::schedule(&inner, r));
+        let (runnable, task) = task::build(
+            task::TaskHeader::new(),
+            move || async move { f() },
+            move |r| Inner::schedule(&inner, r),
+        );
         runnable.schedule();
         JoinHandle::new(task)
     }

@@ -1,7 +1,7 @@
 //! The [`Executor`] trait and [`ExecutorHandle`], the shared handle every spawn goes through.
 
 use crate::pool::{Shared, ThreadPool};
-use crate::task::{self, JoinHandle, Runnable, TaskHeader, drop_catching};
+use crate::task::{self, JoinHandle, Rooted, Runnable, TaskHeader, TaskRoot, drop_catching};
 use std::fmt;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -128,26 +128,48 @@ impl ExecutorHandle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.spawn_with(move || fut)
+        self.spawn_made(move || fut)
     }
 
-    /// [`spawn`](Self::spawn)s the future `make` returns, made in place in the task's
-    /// allocation rather than moved there through the layers of a spawn (each of which copies a
-    /// future over 128 bytes with a `memcpy` call): for a layer above that wraps every future
-    /// it spawns, such as coro's `Task`.
+    /// Spawns the future at `future` with `root` beside it in the task: every poll of the task
+    /// is `root.poll_root(future)`. For a layer above that keeps per-task state of its own
+    /// (coro's Task layer: the executor, trace cell, frame and context of a root task): it
+    /// builds that state, and the engine allocates the task with both inside, lists and
+    /// queues it, without calling back into the layer. The future is read in place into the
+    /// task's allocation rather than moved there through the spawn's layers, each of which
+    /// copies a future over 128 bytes with a `memcpy` call.
     ///
-    /// `make` runs once, on this thread, before this returns, while the executor's task list is
-    /// locked for the new entry: it must not spawn, nor block, and a panic in it aborts the
-    /// process (async-task cannot unwind out of a half-built task).
+    /// # Safety
+    ///
+    /// `future` points at a live `F` that the caller owns and hands over to the task: it must
+    /// neither use nor drop it again (keep it in a [`ManuallyDrop`](std::mem::ManuallyDrop)).
+    /// It is read before this returns, also when this panics.
     ///
     /// ```
+    /// use std::mem::ManuallyDrop;
+    ///
     /// let pool = coro_executor::ThreadPool::new(1).unwrap();
-    /// let table = [7u64; 64];
-    /// let join = pool.handle().spawn_with(move || async move { table.iter().sum::<u64>() });
+    /// let table = ManuallyDrop::new(async { [7u64; 64].iter().sum::<u64>() });
+    /// // SAFETY: `table` is read into the task, and never used or dropped here again.
+    /// let join = unsafe { pool.handle().spawn_root((), &*table) };
     /// assert_eq!(futures::executor::block_on(join).unwrap(), 448);
     /// ```
     #[doc(hidden)]
-    pub fn spawn_with<M, F>(&self, make: M) -> JoinHandle<F::Output>
+    // Inlined, with `spawn_made`: the root is moved, not copied through each layer.
+    #[inline(always)]
+    pub unsafe fn spawn_root<R, F>(&self, root: R, future: *const F) -> JoinHandle<F::Output>
+    where
+        R: TaskRoot<F>,
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        // SAFETY: the caller's contract; `spawn_made` calls this once, before it returns.
+        self.spawn_made(move || unsafe { Rooted::read(root, future) })
+    }
+
+    /// Spawns the future `make` (the engine's own closure) makes in place in the task.
+    #[inline(always)]
+    fn spawn_made<M, F>(&self, make: M) -> JoinHandle<F::Output>
     where
         M: FnOnce() -> F,
         F: Future + Send + 'static,
@@ -156,10 +178,9 @@ impl ExecutorHandle {
         match &self.kind {
             Kind::Pool(shared) => shared.spawn_placed(make, crate::pool::Placement::Next),
             Kind::Dyn(executor) => {
-                let list = task::registry::others();
-                let spawned = list.insert(task::shard_hint(), make, |key, make| {
+                let schedule = {
                     let executor = executor.clone();
-                    let schedule = move |runnable: Runnable| {
+                    move |runnable: Runnable| {
                         runnable.metadata().mark_scheduled();
                         // A user's `schedule` may panic. This runs inside wakers, some called
                         // under async-task's abort-on-panic guard (a `JoinHandle`'s awaiter is
@@ -172,14 +193,15 @@ impl ExecutorHandle {
                         if let Err(payload) = scheduled {
                             drop_catching(payload);
                         }
-                    };
-                    let (runnable, task) = task::build(key, make, TaskHeader::new(), schedule);
-                    let header = std::ptr::NonNull::from(runnable.metadata());
-                    (None, header, (runnable, task))
-                });
-                let Ok((runnable, task)) = spawned else {
-                    unreachable!("the list of other executors' tasks is never closed")
+                    }
                 };
+                let (runnable, task) = task::build(TaskHeader::new(), make, schedule);
+                let header = std::ptr::NonNull::from(runnable.metadata());
+                let listed = task::registry::others().insert(task::shard_hint(), header, None);
+                assert!(
+                    listed.is_ok(),
+                    "the list of other executors' tasks is never closed"
+                );
                 // The first schedule goes to the executor directly, not through the function
                 // above: a panic in it reaches the spawner (the task, whose runnable went with
                 // the panic, is cancelled as `task` is dropped on the way out).

@@ -68,6 +68,8 @@ pub use pool::{
     BuildError, Offer, PoolMetrics, StallReport, ThreadPool, ThreadPoolBuilder, WorkerMetrics,
     offer_while,
 };
+#[doc(hidden)]
+pub use task::TaskRoot;
 pub use task::{JoinError, JoinHandle, PanicPayload, Runnable, panic_message};
 pub use yield_now::{YieldNow, yield_now};
 

@@ -2,8 +2,10 @@
 //! state and wait slot, the attached trace cell or statistics block, its owner), the task
 //! states, and the per-thread id blocks.
 //!
-//! Rule: the header is 40 bytes and stays so; every task pays for it, and the memory budgets
-//! (`tests/memory.rs`, coro's `tests/allocations.rs`) hold it there. What a console counts per
+//! Rule: the header is 48 bytes and stays so; every task pays for it, and the memory budgets
+//! (`tests/memory.rs`, coro's `tests/allocations.rs`) hold it there. (Its task-list entry is
+//! here rather than in the task's future so that a task is listed after it is built: nothing
+//! of a spawner's runs under the list's lock. The task as a whole is no larger for it.) What a console counts per
 //! task (`trace/stats.rs`) lives in a block outside the task, reached through the trace
 //! pointer's tag, and exists only for tasks spawned or polled while statistics were on. What a
 //! task waits on shares the state word: it must be known at all times (a deadlock that formed
@@ -113,6 +115,12 @@ pub struct TaskHeader {
     /// zero-sized and async-task does not take and release a reference to the task around
     /// every call of it. Type-erased (see `owner.rs`) so that this layer names no executor.
     owner: Option<OwnerRef>,
+    /// The task's slot in its task list, type-erased (the list's business, see `list.rs`), or
+    /// null while the task is not listed: not yet, or never (blocking tasks, tasks refused at
+    /// shutdown). Written once, by the spawner listing the task, before the task is queued or
+    /// its handle returned; read by whoever drops the task's future, which that hand-over
+    /// orders after the write.
+    entry: AtomicPtr<()>,
 }
 
 impl TaskHeader {
@@ -131,7 +139,20 @@ impl TaskHeader {
             // poll is known (a task that never gets polled is the one that starves).
             last: AtomicUsize::new(crate::trace::spawn_mark(UNKNOWN)),
             owner,
+            entry: AtomicPtr::new(ptr::null_mut()),
         }
+    }
+
+    /// The task's list entry (see the field), or null if it is not listed.
+    #[inline]
+    pub(crate) fn entry(&self) -> *mut () {
+        self.entry.load(Relaxed)
+    }
+
+    /// Records the task's list entry: only its lister, once, before the task is shared.
+    #[inline]
+    pub(crate) fn set_entry(&self, entry: *mut ()) {
+        self.entry.store(entry, Relaxed);
     }
 
     /// The executor given to [`with_owner`](Self::with_owner).

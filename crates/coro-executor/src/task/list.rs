@@ -11,7 +11,10 @@
 //! workers meet on one cache line. The list is split into shards, one per worker plus a few for
 //! other threads, and a spawn lists its task in its own thread's shard:
 //! - *listing* takes the shard's owner lock, which only that shard's thread takes in the normal
-//!   run of things, so it is uncontended and its cache line stays in that core's cache;
+//!   run of things, so it is uncontended and its cache line stays in that core's cache. The
+//!   task is built before: under the lock a listing only takes a slot, records it in the
+//!   task's header (its entry) and publishes the header there, so no spawner's code runs under
+//!   it;
 //! - *unlisting*, often on another worker (the task was stolen), takes no lock: it swaps the
 //!   slot's header pointer to null and pushes the slot on the shard's lock-free *returned* stack,
 //!   which the owner takes whole when it runs out of free slots (mimalloc's thread-delayed free
@@ -72,7 +75,8 @@ const OTHER_SHARDS: usize = 4;
 const PAGE: usize = 64;
 
 /// Where a task's entry lives: its slot, which names its shard while the task is listed. (One
-/// pointer, not two: the key is in every task, whose size counts against the memory target.)
+/// pointer, not two: the key is in every task's header, whose size counts against the memory
+/// target.)
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct TaskKey {
     slot: NonNull<Slot>,
@@ -219,20 +223,26 @@ impl TaskList {
         &self.shards[index]
     }
 
-    /// Lists a task in the shard for `hint` (a worker's index for its own shard; any other value
-    /// picks one of the shards for other threads): reserves a slot, runs `make` with its key and
-    /// `value` (to build the task around them) and stores the waker and header `make` returns.
-    /// Once the list is closed by shutdown, gives `value` back without calling `make`.
-    pub(crate) fn insert<V, R>(
+    /// Lists the built task whose header is `header` in the shard for `hint` (a worker's index
+    /// for its own shard; any other value picks one of the shards for other threads): takes a
+    /// slot, records it as the header's entry (which [`unlist`](Self::unlist) reads) and stores
+    /// `waker` (shutdown wakes the task through it) and the header there. Once the list is
+    /// closed by shutdown, lists nothing (the header's entry stays null) and gives the waker
+    /// back.
+    ///
+    /// The header must be a new task's, not listed yet and not shared with another thread yet.
+    pub(crate) fn insert(
         &self,
         hint: usize,
-        value: V,
-        make: impl FnOnce(TaskKey, V) -> (Option<Waker>, NonNull<TaskHeader>, R),
-    ) -> Result<R, V> {
+        header: NonNull<TaskHeader>,
+        waker: Option<Waker>,
+    ) -> Result<TaskKey, Option<Waker>> {
         let shard = self.shard_for(hint);
+        // Only what needs the lock happens under it: the closed check, which makes "closed"
+        // and "listed" exclusive (shutdown cannot miss a task being spawned), and the slot.
         let mut owned = shard.owned.0.lock().unwrap();
         if owned.closed {
-            return Err(value);
+            return Err(waker);
         }
         let slot = match NonNull::new(owned.free.cast_mut()) {
             Some(slot) => slot,
@@ -257,15 +267,20 @@ impl TaskList {
             };
             next
         });
-        // `make` allocates the task; doing it under the lock makes "closed" and "listed"
-        // exclusive, so shutdown cannot miss a task that is being spawned.
-        let key = TaskKey { slot };
-        let (waker, header, out) = make(key, value);
+        // SAFETY: the caller's header is alive and not shared yet (see above).
+        unsafe { header.as_ref() }.set_entry(slot.as_ptr().cast());
         // SAFETY: the slot is free (null header), so nobody else reads or writes its waker.
         slot_ref.waker.with_mut(|w| unsafe { *w = waker });
         // Release: a visitor or unlister that sees the header also sees the waker.
         slot_ref.header.store(header.as_ptr(), Release);
-        Ok(out)
+        Ok(TaskKey { slot })
+    }
+
+    /// Unlists the task of `header` if it was listed (see [`remove`](Self::remove)); a task
+    /// that never was (refused at shutdown, or built unlisted) has nothing to unlist.
+    pub(crate) fn unlist(header: &TaskHeader) -> Option<ClosedEntry> {
+        let slot = NonNull::new(header.entry().cast::<Slot>())?;
+        Self::remove(TaskKey { slot })
     }
 
     /// Unlists a task (its future is about to be dropped). Returns only once no visitor can be

@@ -1,9 +1,10 @@
 //! Models of the task list (`list.rs`), with wakers that count their wakes and drops:
-//! - `loom_tasks_insert_races_close`: an inserted waker is returned by `close` exactly once,
-//!   or `insert` gives the value back unused (and then `make` never ran); after `close`,
-//!   `insert` returns `Err(value)`;
+//! - `loom_tasks_insert_races_close`: a task built before it is listed (as every spawn does)
+//!   is either listed, its header naming its slot, and its waker returned by `close` exactly
+//!   once; or refused, its header naming no slot (dropping it unlists nothing) and its waker
+//!   given back to the spawner, never woken; after `close`, `insert` refuses;
 //! - `loom_tasks_remove_races_close`: the waker is either returned by `close` or dropped by
-//!   `remove`, exactly once; `remove` hands back a `ClosedEntry` exactly when `close` took the
+//!   the unlisting (through the task's header, as a dropped future does), exactly once; `remove` hands back a `ClosedEntry` exactly when `close` took the
 //!   entry, and `dropping()` counts that task until the `ClosedEntry` is dropped (never a task
 //!   that `remove` got first);
 //! - `loom_tasks_insert_remove_close`: both races at once, on one shard (the insert may reuse
@@ -23,7 +24,7 @@
 //! -- loom_`, and the same with `--cfg shuttle`.
 
 use super::header::TaskHeader;
-use super::list::TaskList;
+use super::list::{TaskKey, TaskList};
 use crate::loom::model;
 use crate::loom::sync::Arc;
 use crate::loom::thread;
@@ -63,6 +64,24 @@ fn header() -> NonNull<TaskHeader> {
     NonNull::from(Box::leak(Box::new(TaskHeader::new())))
 }
 
+/// Lists a new task (a fresh header, and a waker that counts into `log`) in shard 0, which
+/// must be open.
+fn list(tasks: &TaskList, log: &std::sync::Arc<WakerLog>) -> (TaskKey, NonNull<TaskHeader>) {
+    let header = header();
+    let key = tasks
+        .insert(0, header, Some(Probe::waker(log)))
+        .unwrap_or_else(|_| unreachable!("the list is open"));
+    (key, header)
+}
+
+/// Lists a task without a waker (as other executors' tasks are) in shard 0, which must be
+/// open.
+fn list_bare(tasks: &TaskList, header: NonNull<TaskHeader>) -> TaskKey {
+    tasks
+        .insert(0, header, None)
+        .unwrap_or_else(|_| unreachable!("the list is open"))
+}
+
 /// A task's waker as the task list sees it: counts its wakes and its drop.
 struct Probe(std::sync::Arc<WakerLog>);
 
@@ -97,40 +116,48 @@ fn loom_tasks_insert_races_close() {
     model(|| {
         let tasks = Arc::new(TaskList::new(1));
         let log = std::sync::Arc::new(WakerLog::default());
+        let built = header();
         let inserter = {
             let (tasks, log) = (tasks.clone(), log.clone());
+            // The task is built (its header and waker made) before it is listed.
+            let header = SendHeader(built);
             thread::spawn(move || {
-                tasks.insert(0, Box::new(7usize), |key, value| {
-                    (Some(Probe::waker(&log)), header(), (key, value))
-                })
+                let header = header;
+                tasks.insert(0, header.0, Some(Probe::waker(&log)))
             })
         };
         let closed = tasks.close();
         let closed_len = closed.len();
         let inserted = inserter.join().unwrap();
         wake_all(closed);
+        // SAFETY: (test) the header is leaked, so alive; only this thread reads it now.
+        let entry = unsafe { built.as_ref() }.entry();
 
         match inserted {
-            Ok((_key, value)) => {
-                assert_eq!(*value, 7);
+            Ok(key) => {
+                assert_eq!(entry as usize, key.slot_addr(), "header names another slot");
                 assert_eq!(closed_len, 1, "close missed an inserted waker");
                 assert_eq!(log.counts(), (1, 1, 1), "waker not handled exactly once");
             }
-            Err(value) => {
-                assert_eq!(*value, 7, "insert gave back another value");
+            Err(waker) => {
+                assert!(entry.is_null(), "a refused task's header names a slot");
                 assert_eq!(closed_len, 0);
-                assert_eq!(log.counts(), (0, 0, 0), "make ran on a closed list");
+                assert_eq!(log.counts(), (1, 0, 0), "the refused waker was used");
+                drop(waker.expect("the waker comes back"));
+                assert_eq!(log.counts(), (1, 0, 1));
+                // Dropping the refused task's future unlists nothing.
+                // SAFETY: (test) as above.
+                assert!(TaskList::unlist(unsafe { built.as_ref() }).is_none());
+                assert_eq!(tasks.dropping(), 0);
             }
         }
-        // Closed for good: the value comes back and `make` is not called.
-        let after = tasks.insert(
-            0,
-            9usize,
-            |_, _| -> (Option<Waker>, NonNull<TaskHeader>, ()) {
-                unreachable!("make called after close")
-            },
-        );
-        assert!(matches!(after, Err(9)));
+        // Closed for good: the waker comes back unused and nothing is listed.
+        let later = header();
+        let after = tasks.insert(0, later, Some(Probe::waker(&log)));
+        assert!(matches!(after, Err(Some(_))), "listed after close");
+        drop(after);
+        // SAFETY: (test) leaked, so alive.
+        assert!(unsafe { later.as_ref() }.entry().is_null());
     });
 }
 
@@ -139,10 +166,13 @@ fn loom_tasks_remove_races_close() {
     model(|| {
         let tasks = Arc::new(TaskList::new(1));
         let log = std::sync::Arc::new(WakerLog::default());
-        let key = tasks
-            .insert(0, (), |key, ()| (Some(Probe::waker(&log)), header(), key))
-            .unwrap_or_else(|()| unreachable!());
-        let remover = { thread::spawn(move || TaskList::remove(key)) };
+        let (_, header) = list(&tasks, &log);
+        let header = SendHeader(header);
+        let remover = thread::spawn(move || {
+            let header = header;
+            // SAFETY: (test) leaked, so alive.
+            TaskList::unlist(unsafe { header.0.as_ref() })
+        });
         let closed = tasks.close();
         let closed_len = closed.len();
         wake_all(closed);
@@ -174,14 +204,14 @@ fn loom_tasks_insert_remove_close() {
         let tasks = Arc::new(TaskList::new(1));
         let log = std::sync::Arc::new(WakerLog::default());
         // Same shard for both, so the insert may reuse the slot the remove frees.
-        let key = tasks
-            .insert(0, (), |key, ()| (Some(Probe::waker(&log)), header(), key))
-            .unwrap_or_else(|()| unreachable!());
+        let (key, _) = list(&tasks, &log);
         let remover = { thread::spawn(move || TaskList::remove(key)) };
         let inserter = {
             let (tasks, log) = (tasks.clone(), log.clone());
             thread::spawn(move || {
-                tasks.insert(0, (), |key, ()| (Some(Probe::waker(&log)), header(), key))
+                let inserted = tasks.insert(0, header(), Some(Probe::waker(&log)));
+                // A refused task drops its waker, unused.
+                inserted.map_err(drop)
             })
         };
         let closed = tasks.close();
@@ -191,7 +221,8 @@ fn loom_tasks_insert_remove_close() {
         let inserted = inserter.join().unwrap().is_ok();
 
         let (created, woken, dropped) = log.counts();
-        assert_eq!(created, 1 + inserted as usize);
+        // The second task's waker is made with the task, listed or not.
+        assert_eq!(created, 2);
         assert_eq!(dropped, created, "a waker leaked or was dropped twice");
         assert_eq!(woken, closed_len);
         // The inserted waker, if any, can only have gone to close (nobody removes it).
@@ -207,15 +238,20 @@ fn loom_tasks_live_count_after_close() {
     model(|| {
         let tasks = Arc::new(TaskList::new(1));
         let log = std::sync::Arc::new(WakerLog::default());
-        let key = tasks
-            .insert(0, (), |key, ()| (Some(Probe::waker(&log)), header(), key))
-            .unwrap_or_else(|()| unreachable!());
+        let (key, _) = list(&tasks, &log);
         let remover = { thread::spawn(move || TaskList::remove(key)) };
         wake_all(tasks.close());
         remover.join().unwrap();
         assert_eq!(tasks.live(), 0, "live tasks after close and remove");
     });
 }
+
+/// A leaked header, sent to another thread of a model (headers are `Sync`; the pointer is
+/// not `Send` by itself).
+struct SendHeader(NonNull<TaskHeader>);
+
+// SAFETY: (test) it points at a leaked `TaskHeader`, which is `Sync`.
+unsafe impl Send for SendHeader {}
 
 /// A cell that a model's threads share: whether their accesses race is what the model checks
 /// (loom checks every access; shuttle, whose `Arc` is std's and needs `Sync`, only the values
@@ -231,9 +267,7 @@ fn loom_tasks_remove_waits_for_visitor() {
     model(|| {
         let tasks = Arc::new(TaskList::new(1));
         let header = header();
-        let key = tasks
-            .insert(0, (), |key, ()| (None, header, key))
-            .unwrap_or_else(|()| unreachable!());
+        let key = list_bare(&tasks, header);
         // Stands for the task's future, which is dropped once `remove` returns.
         let data = Arc::new(SharedCell(crate::loom::UnsafeCell::new(1u32)));
         let remover = {
@@ -264,11 +298,7 @@ fn loom_tasks_remove_waits_for_visitor() {
 fn loom_tasks_returned_slots_reused() {
     model(|| {
         let tasks = Arc::new(TaskList::new(1));
-        let insert = |tasks: &TaskList| {
-            tasks
-                .insert(0, (), |key, ()| (None, header(), key))
-                .unwrap_or_else(|()| unreachable!())
-        };
+        let insert = |tasks: &TaskList| list_bare(tasks, header());
         let first = insert(&tasks);
         let second = insert(&tasks);
         let removers: Vec<_> = [first, second]

@@ -15,6 +15,7 @@
 //! - `owner`: the header's type-erased reference to the executor that schedules the task;
 //! - `list`: a sharded list of live tasks (shutdown drops what it holds, snapshots read it);
 //! - `registry`: every list of the process, for snapshots;
+//! - `root`: what a layer above keeps beside the future it spawns ([`TaskRoot`]);
 //! - `runnable`: the [`Runnable`] and how a task is built around a future;
 //! - `current`: the task being polled on this thread;
 //! - `panic`: panics caught where a task runs, and the outcome that holds one;
@@ -29,6 +30,7 @@ mod loom_list;
 pub(crate) mod owner;
 mod panic;
 pub(crate) mod registry;
+mod root;
 mod runnable;
 
 pub use header::{TaskHeader, TaskState};
@@ -36,5 +38,7 @@ pub use join::{JoinError, JoinHandle};
 pub(crate) use list::{TaskList, set_shard_hint, shard_hint};
 pub(crate) use panic::drop_catching;
 pub use panic::{PanicPayload, panic_message};
+pub(crate) use root::Rooted;
+pub use root::TaskRoot;
 pub use runnable::Runnable;
-pub(crate) use runnable::{build, build_unlisted};
+pub(crate) use runnable::build;

@@ -1,6 +1,6 @@
 //! The [`Runnable`], and how every task is built: the future wrapped so that it catches panics,
-//! tracks its state and removes itself from its task list when dropped, with a [`TaskHeader`]
-//! as async-task metadata.
+//! tracks its state and removes itself from its task list (if it was listed, after it was
+//! built: see `list.rs`) when dropped, with a [`TaskHeader`] as async-task metadata.
 //!
 //! No user code runs under async-task's abort-on-panic guards: async-task drops a finished
 //! future, a cancelled one and an outcome nobody took inside `abort_on_panic`, so a panicking
@@ -12,7 +12,7 @@
 
 use super::current;
 use super::header::TaskHeader;
-use super::list::{ClosedEntry, TaskKey, TaskList};
+use super::list::TaskList;
 use super::panic::{CatchUnwind, Outcome, PanicPayload, drop_catching};
 use async_task::{Builder, Schedule};
 use std::future::Future;
@@ -50,13 +50,14 @@ pub type Runnable = async_task::Runnable<TaskHeader>;
 
 pub(crate) type RawTask<T> = async_task::Task<Outcome<T>, TaskHeader>;
 
-/// Builds the task for the future `make` returns, listed in its task list under `key`. The
-/// future is made in the task's allocation, not moved there through the spawn's layers: a
-/// future over 128 bytes is otherwise copied by a `memcpy` call at each of them.
+/// Builds the task for the future `make` returns, not listed yet (a spawner lists it next,
+/// see `TaskList::insert`). The future is made in the task's allocation, not moved there
+/// through the spawn's layers: a future over 128 bytes is otherwise copied by a `memcpy` call
+/// at each of them. `make` is the engine's own (it reads the spawned future into place): no
+/// code of a layer above runs while a task is built.
 pub(crate) fn build<M, F, S>(
-    key: TaskKey,
-    make: M,
     header: TaskHeader,
+    make: M,
     schedule: S,
 ) -> (Runnable, RawTask<F::Output>)
 where
@@ -66,13 +67,8 @@ where
     S: Schedule<TaskHeader> + Send + Sync + 'static,
 {
     // The header reference is typed `'static` so the future meets async-task's bounds; it is
-    // really valid for the life of the task's allocation, which outlives the future. The entry
-    // is made once the future exists: a `make` that panics leaves nothing to unlist (the slot's
-    // header was never published).
-    let make = move |header: &'static TaskHeader| {
-        let future = make();
-        Tracked::new(Some(Entry { key }), header, future)
-    };
+    // really valid for the life of the task's allocation, which outlives the future.
+    let make = move |header: &'static TaskHeader| Tracked::new(header, make());
     // SAFETY: `spawn_unchecked` is used only so that the future may borrow the task's own
     // metadata (the header), which async-task keeps alive for as long as the future: it is
     // dropped with the allocation, after the future. Everything else meets `spawn`'s bounds: the
@@ -86,58 +82,18 @@ where
     }
 }
 
-/// Builds a task that is not listed anywhere (blocking tasks, tasks refused at shutdown).
-pub(crate) fn build_unlisted<F, S>(fut: F, schedule: S) -> (Runnable, RawTask<F::Output>)
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-    S: Schedule<TaskHeader> + Send + Sync + 'static,
-{
-    let make = move |header: &'static TaskHeader| Tracked::new(None, header, fut);
-    // SAFETY: as in `build`.
-    unsafe {
-        Builder::new()
-            .metadata(TaskHeader::new())
-            .spawn_unchecked(make, schedule)
-    }
-}
-
-/// A spawned future with its list entry (if listed). The entry is dropped (the task leaves its
-/// list) before the future is, always: a snapshot holding the list's lock may be reading data
-/// inside the future (its trace cell and frames).
+/// A spawned future, which leaves its task list (if it is listed: its header says) before the
+/// future is dropped, always: a snapshot holding the list's lock may be reading data inside
+/// the future (its trace cell and frames).
 struct Tracked<'a, F> {
-    entry: Option<Entry>,
     /// `None` once the future was dropped (it finished): a flag that costs no space.
     header: Option<&'a TaskHeader>,
     future: ManuallyDrop<CatchUnwind<F>>,
 }
 
-struct Entry {
-    key: TaskKey,
-}
-
-impl Entry {
-    /// Unlists the task; returns what to drop once its future is dropped if shutdown took the
-    /// entry first (see [`ClosedEntry`]).
-    fn unlist(self) -> Option<ClosedEntry> {
-        let key = self.key;
-        std::mem::forget(self);
-        TaskList::remove(key)
-    }
-}
-
-impl Drop for Entry {
-    /// Only if `unlist` was skipped (the future is not dropped through `drop_future`): the
-    /// entry must not outlive the task.
-    fn drop(&mut self) {
-        drop(TaskList::remove(self.key));
-    }
-}
-
 impl<'a, F> Tracked<'a, F> {
-    fn new(entry: Option<Entry>, header: &'a TaskHeader, future: F) -> Self {
+    fn new(header: &'a TaskHeader, future: F) -> Self {
         Tracked {
-            entry,
             header: Some(header),
             future: ManuallyDrop::new(CatchUnwind::new(future)),
         }
@@ -145,11 +101,11 @@ impl<'a, F> Tracked<'a, F> {
 
     /// Unlists the task, then drops its future in place, catching a panic in the future's
     /// destructor; does nothing the second time. If shutdown took the task's entry, tells it
-    /// once the future is dropped (see [`ClosedEntry`]).
+    /// once the future is dropped (see `ClosedEntry`).
     fn drop_future(&mut self) -> Option<PanicPayload> {
-        self.header.take()?;
+        let header = self.header.take()?;
         // The entry goes first (see the type's doc).
-        let closed = self.entry.take().and_then(Entry::unlist);
+        let closed = TaskList::unlist(header);
         // SAFETY: once (`header` was taken above, so this is not reached again); dropped in
         // place: the pinned future never moves. A destructor that panics has still dropped the
         // whole value (drop glue finishes while unwinding), and it is not dropped again.

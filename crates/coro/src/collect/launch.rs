@@ -305,7 +305,7 @@ fn drive<S: ChildSlots>(collect: &Arc<Collect<S>>, index: usize, awaiter: Arc<[F
             }
         };
         let parent = collect.collect_task.map(NonZeroU64::get);
-        spawn_root(executor, move || (RootTrace::awaited_by(parent), driver))
+        spawn_root(executor, RootTrace::awaited_by(parent), driver)
     });
     Driven {
         index,

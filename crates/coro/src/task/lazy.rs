@@ -91,8 +91,8 @@ unsafe fn drop_body<U: ?Sized>(body: NonNull<U>) {
     unsafe { std::ptr::drop_in_place(body.as_ptr()) };
 }
 
-/// A future with a frame and the context it inherits: the body of every `Task` (boxed) and of
-/// every spawned root task (inline in the executor's allocation).
+/// A future with a frame and the context it inherits: the body of every `Task` (boxed). (A
+/// spawned plain future keeps the same two beside it instead, in its root: `root.rs`.)
 pub(crate) struct Framed<F: ?Sized> {
     frame: FrameNode,
     /// Before the task starts: only its own token, if `with_cancellation` gave it one. From
@@ -228,6 +228,12 @@ impl<T> Task<T> {
     pub(crate) fn frame(&self) -> &Frame {
         // SAFETY: the task owns its body (see `inner`), alive until `Drop`.
         unsafe { self.inner.as_ref() }.frame()
+    }
+
+    /// The node of this task's frame.
+    pub(crate) fn frame_node(&self) -> &FrameNode {
+        // SAFETY: as in `frame`.
+        &unsafe { self.inner.as_ref() }.frame
     }
 
     /// Captures the context the task starts with (see [`Framed::capture_context`]).

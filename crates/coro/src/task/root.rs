@@ -1,21 +1,28 @@
-//! The future a spawned task runs as on its executor: the task's body plus its executor, made
-//! current for every poll so that code inside can find it (`current_executor`, `spawn`).
+//! What the Task layer keeps in a spawned task beside its body, inside the engine's task: the
+//! executor made current for every poll (so that code inside can find it: `current_executor`,
+//! `spawn`), the trace cell where the task's stack is published, and for a plain future its
+//! frame and context. coro builds it, the engine allocates the task with it and polls the body
+//! through it ([`TaskRoot`]): a spawn calls down and nothing calls back up.
 //!
 //! Where a root's stack is published for task dumps is `trace/root_trace.rs`'s business: a root
 //! only holds its [`RootTrace`] and enters it at each poll.
 
-use super::context::enter_executor;
-use super::lazy::{Framed, Task};
+use super::context::{TaskContext, current_context, enter_executor};
+use super::lazy::{Task, poll_in_frame};
 use crate::trace::Frame;
+use crate::trace::frame_chain::FrameNode;
 use crate::trace::root_trace::RootTrace;
-use coro_executor::{ExecutorHandle, JoinHandle};
+use coro_executor::{ExecutorHandle, JoinHandle, TaskRoot};
+use std::borrow::Cow;
 use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::panic::Location;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// The future a spawned task runs as: its body, its executor, and where its async stack is
-/// published for task dumps.
-pub(crate) struct Root<F, E> {
+/// The root of a task whose body carries its own frame (a `Task`, a collect's driven child):
+/// its executor and where its async stack is published for task dumps.
+pub(crate) struct Root<E> {
     /// The executor to make current while polling: an [`ExecutorHandle`], or [`OnPool`] for a
     /// thread pool's task, whose workers know their pool already. (Holding a handle per pool
     /// task would cost every task 16 bytes, bump the pool's reference count on the spawning
@@ -23,14 +30,23 @@ pub(crate) struct Root<F, E> {
     /// every spawn.)
     executor: E,
     trace: RootTrace,
-    body: F,
+}
+
+/// The root of a spawned plain future: a [`Root`]'s state plus the future's frame (named after
+/// its type) and the context it inherited from its spawner, kept beside the future rather than
+/// wrapped around it.
+pub(crate) struct FramedRoot<E> {
+    executor: E,
+    trace: RootTrace,
+    frame: FrameNode,
+    ctx: TaskContext,
 }
 
 /// A thread pool's task needs no executor of its own in its root (see [`Root::executor`]).
 pub(crate) struct OnPool;
 
 /// What a root makes current while it polls its body.
-pub(crate) trait RootExecutor {
+pub(crate) trait RootExecutor: Send + 'static {
     /// Makes the executor current until the guard drops (`None`: nothing to make current).
     fn enter(&self) -> Option<super::context::ExecutorGuard>;
 }
@@ -49,85 +65,122 @@ impl RootExecutor for ExecutorHandle {
     }
 }
 
-/// A root task's body: a future with the frame it runs as, which dumps show as the task's name.
+/// A root task's body that carries its frame, which dumps show as the task's name.
 pub(crate) trait RootBody: Future {
     /// The body's outermost frame: it must not change once the body is spawned.
     fn root_frame(&self) -> &Frame;
+
+    /// The node of [`root_frame`](Self::root_frame), if the body enters it as its outermost
+    /// frame: linked as such when the root's trace cell is attached (see
+    /// `FrameNode::link_outermost`).
+    fn root_node(&self) -> Option<&FrameNode> {
+        None
+    }
 }
 
 impl<T> RootBody for Task<T> {
     fn root_frame(&self) -> &Frame {
         self.frame()
     }
-}
 
-impl<F: RootBody, E: RootExecutor> Future for Root<F, E> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        // SAFETY: `body` is structurally pinned (never moved out; `Root` has no Drop impl);
-        // `trace` is pinned too (the executor reads it through a pointer until the future is
-        // dropped), and only ever reached through `RootTrace::enter`'s `Pin`; the executor is
-        // plain data.
-        let this = unsafe { self.get_unchecked_mut() };
-        let _executor = this.executor.enter();
-        // SAFETY: as above; the root frame is in the pinned body, and never changes.
-        unsafe { Pin::new_unchecked(&mut this.trace) }.enter(this.body.root_frame());
-        // SAFETY: as above.
-        unsafe { Pin::new_unchecked(&mut this.body) }.poll(cx)
+    fn root_node(&self) -> Option<&FrameNode> {
+        Some(self.frame_node())
     }
 }
 
-/// Spawns the body `make` returns (a `Task` or a [`Framed`] future whose context is captured)
-/// as a root task of `executor`, traced as the [`RootTrace`] it returns with it says.
-///
-/// The root is made in place in the task's allocation: a root with its trace cell is well over
-/// the 128 bytes that the compiler still copies inline, and moving it through the spawn's layers
-/// cost a `memcpy` call at each of them (a sixth of `chained_spawn`'s time). A pool's task and
-/// another executor's are roots of two types, so that the pool's carries no executor handle.
+impl<F: RootBody, E: RootExecutor> TaskRoot<F> for Root<E> {
+    fn poll_root(self: Pin<&mut Self>, body: Pin<&mut F>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: `trace` is pinned (the engine keeps the root in place until the task's
+        // future is dropped, and snapshots read the cell through a pointer until then), and
+        // only ever reached through `RootTrace::enter`'s `Pin`; the executor is plain data.
+        let this = unsafe { self.get_unchecked_mut() };
+        let _executor = this.executor.enter();
+        // SAFETY: as above; the root frame is in the pinned body, and never changes.
+        unsafe { Pin::new_unchecked(&mut this.trace) }.enter(body.root_frame(), body.root_node());
+        body.poll(cx)
+    }
+}
+
+impl<F: Future, E: RootExecutor> TaskRoot<F> for FramedRoot<E> {
+    fn poll_root(
+        self: Pin<&mut Self>,
+        future: Pin<&mut F>,
+        cx: &mut Context<'_>,
+    ) -> Poll<F::Output> {
+        // SAFETY: as in `Root::poll_root`; the frame is pinned too (the future's own frames
+        // link under it while they are polled, and the trace cell points at it).
+        let this = unsafe { self.get_unchecked_mut() };
+        let _executor = this.executor.enter();
+        // SAFETY: as above.
+        unsafe { Pin::new_unchecked(&mut this.trace) }.enter(&this.frame.frame, Some(&this.frame));
+        poll_in_frame(&this.frame, Some(&this.ctx), future, cx)
+    }
+}
+
+/// Spawns `body` (a `Task` whose context is captured, or a collect's driven child) as a root
+/// task of `executor`, traced as `trace` says. A pool's task and another executor's have
+/// roots of two types, so that the pool's carries no executor handle.
 pub(crate) fn spawn_root<F>(
     executor: &ExecutorHandle,
-    make: impl FnOnce() -> (RootTrace, F),
+    trace: RootTrace,
+    body: F,
 ) -> JoinHandle<F::Output>
 where
     F: RootBody + Send + 'static,
     F::Output: Send + 'static,
 {
+    let body = ManuallyDrop::new(body);
     if executor.is_thread_pool() {
-        return executor.spawn_with(move || {
-            let (trace, body) = make();
-            Root {
-                executor: OnPool,
-                trace,
-                body,
-            }
-        });
-    }
-    let keep = executor.clone();
-    executor.spawn_with(move || {
-        let (trace, body) = make();
-        Root {
-            executor: keep,
+        let root = Root {
+            executor: OnPool,
             trace,
-            body,
-        }
-    })
+        };
+        // SAFETY: `body` is read into the task, and never used or dropped here again (it is
+        // in a `ManuallyDrop`).
+        return unsafe { executor.spawn_root(root, &*body) };
+    }
+    let root = Root {
+        executor: executor.clone(),
+        trace,
+    };
+    // SAFETY: as above.
+    unsafe { executor.spawn_root(root, &*body) }
 }
 
-/// A framed future as a root body.
-pub(crate) struct FramedRoot<F>(pub(crate) Framed<F>);
-
-impl<F: Future> RootBody for FramedRoot<F> {
-    fn root_frame(&self) -> &Frame {
-        self.0.frame()
+/// Spawns `future` as a root task of `executor`, in a frame named `name` created at
+/// `location`, with the context of the caller.
+pub(crate) fn spawn_framed<F>(
+    executor: &ExecutorHandle,
+    future: F,
+    name: &'static str,
+    location: &'static Location<'static>,
+) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    // The future stays where it is until the engine reads it into the task's allocation: a
+    // future over 128 bytes is copied by a `memcpy` call at each layer it is moved through.
+    let future = ManuallyDrop::new(future);
+    let frame = FrameNode::new(Frame::new(Cow::Borrowed(name), location));
+    let (trace, ctx) = (RootTrace::new(), current_context());
+    if executor.is_thread_pool() {
+        let root = FramedRoot {
+            executor: OnPool,
+            trace,
+            frame,
+            ctx,
+        };
+        // SAFETY: `future` is read into the task, and never used or dropped here again (it is
+        // in a `ManuallyDrop`).
+        return unsafe { executor.spawn_root(root, &*future) };
     }
-}
-
-impl<F: Future> Future for FramedRoot<F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        // SAFETY: the single field is structurally pinned.
-        unsafe { self.map_unchecked_mut(|s| &mut s.0) }.poll_framed(cx)
-    }
+    let root = FramedRoot {
+        executor: executor.clone(),
+        trace,
+        frame,
+        ctx,
+    };
+    // SAFETY: as above.
+    unsafe { executor.spawn_root(root, &*future) }
 }

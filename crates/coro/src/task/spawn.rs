@@ -2,13 +2,12 @@
 //! current_cancellation_token.
 
 use super::context::{self, with_context};
-use super::lazy::{Framed, Task};
-use super::root::{FramedRoot, spawn_root};
+use super::lazy::Task;
+use super::root::{spawn_framed, spawn_root};
 use crate::cancel::CancellationToken;
 use crate::trace::root_trace::RootTrace;
 use coro_executor::{ExecutorHandle, JoinHandle};
 use std::any::TypeId;
-use std::borrow::Cow;
 use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::panic::Location;
@@ -55,25 +54,9 @@ where
         let mut task: Task<F::Output> =
             unsafe { std::mem::transmute_copy(&ManuallyDrop::new(fut)) };
         task.capture_context();
-        return spawn_root(executor, move || (RootTrace::new(), task));
+        return spawn_root(executor, RootTrace::new(), task);
     }
-    // The future stays where it is until it is read into the task's allocation: each layer of
-    // the spawn moves the closure below by value, and a closure that held the future would be
-    // copied (a `memcpy` call for anything over 128 bytes) at each of them.
-    let fut = ManuallyDrop::new(fut);
-    let source: *const F = &*fut;
-    // Made where it will live (see `spawn_root`); this runs before `spawn_root` returns, so the
-    // context captured is still the caller's.
-    spawn_root(executor, move || {
-        // SAFETY: `spawn_root` calls this exactly once, on this thread, before it returns
-        // (`ExecutorHandle::spawn_with`'s contract), while `fut` is alive in this frame; the
-        // `ManuallyDrop` above means this read is the future's only owner from here on.
-        let fut = unsafe { std::ptr::read(source) };
-        let name = std::any::type_name::<F>();
-        let mut body = Framed::new(fut, Cow::Borrowed(name), location);
-        body.capture_context();
-        (RootTrace::new(), FramedRoot(body))
-    })
+    spawn_framed(executor, fut, std::any::type_name::<F>(), location)
 }
 
 /// Runs blocking `f` on the blocking threads of the current pool (or of the default pool), so

@@ -100,7 +100,7 @@ impl<T: Send + 'static> TaskWithExecutor<T> {
 
 fn launch<T: Send + 'static>(executor: &ExecutorHandle, mut task: Task<T>) -> JoinHandle<T> {
     task.capture_context();
-    spawn_root(executor, move || (RootTrace::new(), task))
+    spawn_root(executor, RootTrace::new(), task)
 }
 
 /// [`launch`] for a task awaited where it is launched: its async stack continues into the
@@ -112,9 +112,7 @@ fn launch_awaited<T: Send + 'static>(
 ) -> JoinHandle<T> {
     task.capture_context();
     let awaiter: Box<[Frame]> = crate::trace::current_stack().frames().into();
-    spawn_root(executor, move || {
-        (RootTrace::new(), Continued { task, awaiter })
-    })
+    spawn_root(executor, RootTrace::new(), Continued { task, awaiter })
 }
 
 /// A task spawned for an awaiter on another executor, with that awaiter's frames (captured at

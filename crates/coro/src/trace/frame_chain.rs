@@ -123,6 +123,14 @@ impl FrameNode {
         self.set_parent(UNLINKED);
     }
 
+    /// Links the frame as its task's outermost, and notes the stack relinked, as its first
+    /// entry would: for a root whose trace cell was just attached, so that entering the frame
+    /// finds it linked and does not look for a cell to attach.
+    pub(crate) fn link_outermost(&self) {
+        self.set_parent(ptr::null());
+        coro_executor::trace::note_relinked();
+    }
+
     /// The awaiter's node at this frame's last entry (a stale value between polls: compared,
     /// never dereferenced), or [`UNLINKED`].
     #[inline]

@@ -54,21 +54,33 @@ mod traced {
         /// Prepares this poll's publication: attaches the cell on the first poll, and makes a
         /// root polled inside another task's poll (by an inline executor) check its whole
         /// stack, since the frames of that task are on it too and may have changed without
-        /// any of its own being relinked.
+        /// any of its own being relinked. `node` is the root frame's node if the body enters
+        /// it as its outermost frame: linked as such once the cell is attached, so that
+        /// entering it does not look for a cell to attach (see `FrameNode::link_outermost`).
         #[inline]
-        pub(crate) fn enter(self: Pin<&mut Self>, root: &Frame) {
+        pub(crate) fn enter(self: Pin<&mut Self>, root: &Frame, node: Option<&FrameNode>) {
             let this = self.into_ref().get_ref();
             if !this.cell.is_attached() {
-                // SAFETY: `cell` and `root` (the body's frame) are pinned inside the root
-                // future (see `Root::poll`), so they stay in place until the future is dropped,
-                // and a spawned body's frame is never renamed. (It is polled inside the executor
-                // task it was spawned as, so there is a task to attach to; a root polled by
-                // hand, in a unit test, just has none.)
-                unsafe { trace::attach(&this.cell, root) };
+                attach_first(&this.cell, root, node);
             }
             if inside_frame() {
                 note_relinked();
             }
+        }
+    }
+
+    /// The first poll's part of [`RootTrace::enter`]: once per task, so out of line, which
+    /// keeps every later poll's `enter` to its two checks.
+    #[inline(never)]
+    fn attach_first(cell: &TraceCell, root: &Frame, node: Option<&FrameNode>) {
+        // SAFETY: `cell` and `root` (the body's frame) are pinned inside the root future (see
+        // `Root::poll`), so they stay in place until the future is dropped, and a spawned
+        // body's frame is never renamed. (It is polled inside the executor task it was spawned
+        // as, so there is a task to attach to; a root polled by hand, in a unit test, just has
+        // none, and then its frame is left to link itself when entered.)
+        let attached = unsafe { trace::attach(cell, root) };
+        if attached && let Some(node) = node {
+            node.link_outermost();
         }
     }
 
@@ -113,7 +125,12 @@ mod untraced {
         }
 
         #[inline]
-        pub(crate) fn enter(self: Pin<&mut Self>, _root: &Frame) {}
+        pub(crate) fn enter(
+            self: Pin<&mut Self>,
+            _root: &Frame,
+            _node: Option<&crate::trace::frame_chain::FrameNode>,
+        ) {
+        }
     }
 
     #[inline]
