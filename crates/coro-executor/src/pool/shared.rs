@@ -159,8 +159,8 @@ impl Remote {
         // Release publishes the task to a thief's Acquire swap; Acquire takes over the old one
         // (or finds it stolen meanwhile).
         let old = self.next.swap(raw, AcqRel);
-        // SAFETY: as in `take_next`: the swap made us the only owner of the old pointer, which
-        // came from `into_raw`.
+        // SAFETY: the swap made us the only owner of the old pointer (a thief takes it with a
+        // swap too), which came from `into_raw` of a `Runnable` put here.
         NonNull::new(old).map(|old| unsafe { Runnable::from_raw(old) })
     }
 }

@@ -42,9 +42,9 @@ type PollToken<'a> = crate::io::driver::PollGuard<'a>;
 type PollToken<'a> = std::marker::PhantomData<&'a ()>;
 
 /// Passes over all victims a searching worker makes before it parks (the bounded spin). One,
-/// as tokio's searchers make: with two, `rwlock_contended` ran about 8% slower (a worker that
-/// keeps searching picks up tasks woken on the other core, so the lock's hand-offs cross
-/// cores), and no engine bench ran faster (3 processes each, 2026-11-23).
+/// as tokio's searchers make: a worker that keeps searching picks up tasks woken on the other
+/// core, so a contended lock's hand-offs cross cores, and no engine bench gained from a second
+/// pass (benches/README.md, "Sync", has the runs).
 pub(crate) const SEARCH_PASSES: usize = 1;
 
 /// The worker's private state. Borrowed only in short stretches, never across `Runnable::run`,
@@ -100,14 +100,16 @@ pub(crate) fn current_shared() -> Option<Arc<Shared>> {
 /// Runs `f` with the pool whose worker this thread is, if any, without cloning it.
 pub(crate) fn with_current_shared<R>(f: impl FnOnce(Option<&Arc<Shared>>) -> R) -> R {
     let worker = CURRENT.with(Cell::get);
-    // SAFETY: see `current_shared`; `f` runs on this thread, inside the worker's frame.
+    // SAFETY: `CURRENT` points at this thread's running `Worker` for exactly as long as its
+    // frame is live (cleared before it ends); `f` runs on this thread, inside that frame.
     f(unsafe { worker.as_ref() }.map(|worker| &worker.shared))
 }
 
 /// Runs `f` with the pool and index of the worker running on this thread, if any.
 pub(crate) fn with_current_worker<R>(f: impl FnOnce(&Arc<Shared>, usize) -> R) -> Option<R> {
     let worker = CURRENT.with(Cell::get);
-    // SAFETY: see `current_shared`; `f` runs on this thread, inside the worker's frame.
+    // SAFETY: `CURRENT` points at this thread's running `Worker` for exactly as long as its
+    // frame is live (cleared before it ends); `f` runs on this thread, inside that frame.
     unsafe { worker.as_ref() }.map(|worker| f(&worker.shared, worker.index))
 }
 
@@ -152,7 +154,8 @@ pub(crate) fn schedule_local(
         if worker.is_null() {
             return Err(runnable);
         }
-        // SAFETY: see `current_shared`.
+        // SAFETY: non-null, `CURRENT` points at this thread's running `Worker`, whose frame
+        // outlives this closure (it is cleared before the frame ends).
         let worker = unsafe { &*worker };
         if !ptr::eq(worker.shared_ptr, shared) {
             return Err(runnable);

@@ -256,7 +256,7 @@ impl TaskHeader {
     pub(crate) fn set_cell(&self, tagged: *mut TraceCell) {
         let word = self.trace.load(Relaxed);
         match Self::block_of(word) {
-            // SAFETY: as in `tagged_cell`.
+            // SAFETY: a block, once installed, lives as long as the header (freed by its drop).
             Some(block) => unsafe { block.as_ref() }.cell.store(tagged, Release),
             None => self.trace.store(tagged, Release),
         }
@@ -268,7 +268,7 @@ impl TaskHeader {
         // Acquire: pairs with the `Release` that installed the block (a snapshot's read; the
         // pollers and schedulers are ordered after the install by async-task already).
         let block = Self::block_of(self.trace.load(Acquire))?;
-        // SAFETY: as in `tagged_cell`.
+        // SAFETY: a block, once installed, lives as long as the header (freed by its drop).
         Some(&unsafe { block.as_ref() }.stats)
     }
 
@@ -287,7 +287,7 @@ impl TaskHeader {
     #[inline(never)]
     pub(crate) fn count_poll_start(&self) -> PollStart {
         match Self::block_of(self.trace.load(Relaxed)) {
-            // SAFETY: as in `tagged_cell`.
+            // SAFETY: a block, once installed, lives as long as the header (freed by its drop).
             Some(block) => unsafe { block.as_ref() }.stats.poll_started(),
             None => PollStart::first(&self.last),
         }
@@ -301,7 +301,7 @@ impl TaskHeader {
         // Relaxed: only this thread (polling the task) installs a block.
         let word = self.trace.load(Relaxed);
         if let Some(block) = Self::block_of(word) {
-            // SAFETY: as in `tagged_cell`.
+            // SAFETY: a block, once installed, lives as long as the header (freed by its drop).
             unsafe { block.as_ref() }.stats.poll_ended(start);
         } else if pending {
             let block = StatsBlock::after_first_poll(word, start);
@@ -359,7 +359,8 @@ impl Drop for TaskHeader {
             let owned = tagged
                 .map_addr(|addr| addr & !OWNED_CELL)
                 .cast::<OwnedCell>();
-            // SAFETY: as above: the box `trace::attach_owned` made, freed once, here.
+            // SAFETY: `owned` is the box `trace::attach_owned` made (see the comment above), and
+            // this drop, which runs once, is the only place that frees it.
             drop(unsafe { Box::from_raw(owned) });
         }
     }

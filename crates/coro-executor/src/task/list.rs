@@ -185,7 +185,8 @@ impl Drop for ClosedEntry {
 // SAFETY: the raw pointers in `Owned` point into the shard's own pages and are only used under
 // its lock; the slots' cells are accessed only by their current owner as the `Slot` docs say.
 unsafe impl Send for Shard {}
-// SAFETY: as above.
+// SAFETY: shared, a shard is used only through its lock (the `Owned` pointers into its pages)
+// and through the slots' cells, which only their current owner touches, as the `Slot` docs say.
 unsafe impl Sync for Shard {}
 
 pub(crate) struct TaskList {
@@ -259,7 +260,8 @@ impl TaskList {
         // or fresh), so it is ours under the lock, and its link is the rest of the list; from
         // now on it names the shard, for the unlister.
         let slot_ref = unsafe { slot.as_ref() };
-        // SAFETY: as above: the slot and its link are ours under the lock.
+        // SAFETY: the slot is free and we hold the shard's lock, so its link is ours to read
+        // and rewrite.
         owned.free = slot_ref.link.with_mut(|link| unsafe {
             let next = (*link).next_free;
             *link = Link {
@@ -422,7 +424,8 @@ impl TaskList {
             |_, _, listed| {
                 if std::ptr::eq(listed.as_ptr(), header) {
                     if let Some(f) = f.take() {
-                        // SAFETY: as in `for_each_listed`.
+                        // SAFETY: `visit` hands out headers of listed tasks only, kept alive
+                        // while this callback runs.
                         found = Some(f(unsafe { listed.as_ref() }));
                     }
                 }

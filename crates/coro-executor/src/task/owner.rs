@@ -33,7 +33,8 @@ pub(crate) struct OwnerRef(NonNull<OwnerHead>);
 // SAFETY: an `OwnerRef` is a counted reference (an `Arc`'s, in practice) to a state that is
 // `Send + Sync` (required of every `from_raw` caller); sending it sends that reference.
 unsafe impl Send for OwnerRef {}
-// SAFETY: as above: shared use only reads the pointer.
+// SAFETY: a shared `OwnerRef` only reads its pointer, to a state that is `Send + Sync`
+// (required of every `from_raw` caller).
 unsafe impl Sync for OwnerRef {}
 
 impl OwnerRef {

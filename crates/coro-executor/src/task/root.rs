@@ -92,7 +92,8 @@ impl<R: TaskRoot<F>, F: Future> Future for Rooted<R, F> {
         // SAFETY: both fields are structurally pinned: `Rooted` never moves them, has no
         // `Drop` of its own, and is not `Unpin` unless both are.
         let this = unsafe { self.get_unchecked_mut() };
-        // SAFETY: as above.
+        // SAFETY: `self` is pinned and both fields are structurally pinned (see above), so
+        // neither moves while these pins live.
         let (root, future) = unsafe {
             (
                 Pin::new_unchecked(&mut this.root),

@@ -136,7 +136,8 @@ impl<F: Future> Future for Tracked<'_, F> {
         let outcome = {
             let mut running = current::enter(header);
             let _waker = current::enter_task_waker(cx.waker());
-            // SAFETY: as above; the future is not dropped yet (`header` is set).
+            // SAFETY: `future` is structurally pinned (never moved, dropped only in place) and
+            // not dropped yet: `header` is set until `drop_future` runs.
             match unsafe { Pin::new_unchecked(&mut *this.future) }.poll(cx) {
                 Poll::Pending => {
                     running.suspends();

@@ -232,7 +232,7 @@ impl<T> Task<T> {
 
     /// The node of this task's frame.
     pub(crate) fn frame_node(&self) -> &FrameNode {
-        // SAFETY: as in `frame`.
+        // SAFETY: the task owns its body (see `inner`), alive until `Drop`.
         &unsafe { self.inner.as_ref() }.frame
     }
 
@@ -315,14 +315,15 @@ impl<F: Future + ?Sized> Framed<F> {
     /// Polls the future in the current frame and context, which the caller set up for this
     /// task (a wrapper that carries the task's frame and context itself, as `settle`'s does).
     fn poll_unframed(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        // SAFETY: as in `poll_framed`: `future` is structurally pinned, the rest is plain data.
+        // SAFETY: `future` is structurally pinned: it is only ever reached through a pinned
+        // projection like the one below; the other fields are plain data, not pinned.
         let this = unsafe { self.get_unchecked_mut() };
         this.start();
         assert!(
             this.flags() & FINISHED == 0,
             "a coro Task was polled after it completed"
         );
-        // SAFETY: see above.
+        // SAFETY: `self` is pinned and `future` structurally pinned, so it does not move.
         let poll = unsafe { Pin::new_unchecked(&mut this.future) }.poll(cx);
         if poll.is_ready() {
             this.frame.add_flags(FINISHED);
@@ -375,7 +376,7 @@ impl<F: Future + ?Sized> Framed<F> {
             this.flags() & FINISHED == 0,
             "a coro Task was polled after it completed"
         );
-        // SAFETY: see above; `this.future` does not move while `self` is pinned.
+        // SAFETY: `future` is structurally pinned and does not move while `self` is pinned.
         let future = unsafe { Pin::new_unchecked(&mut this.future) };
         let ctx = (!inherited).then_some(&this.ctx);
         let poll = poll_in_frame(&this.frame, ctx, future, cx);

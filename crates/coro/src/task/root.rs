@@ -95,7 +95,9 @@ impl<F: RootBody, E: RootExecutor> TaskRoot<F> for Root<E> {
         // only ever reached through `RootTrace::enter`'s `Pin`; the executor is plain data.
         let this = unsafe { self.get_unchecked_mut() };
         let _executor = this.executor.enter();
-        // SAFETY: as above; the root frame is in the pinned body, and never changes.
+        // SAFETY: `this` is pinned, so `trace` stays in place (the engine keeps the root there
+        // until the task's future is dropped); the root frame is in the pinned body, and never
+        // changes.
         unsafe { Pin::new_unchecked(&mut this.trace) }.enter(body.root_frame(), body.root_node());
         body.poll(cx)
     }
@@ -107,11 +109,14 @@ impl<F: Future, E: RootExecutor> TaskRoot<F> for FramedRoot<E> {
         future: Pin<&mut F>,
         cx: &mut Context<'_>,
     ) -> Poll<F::Output> {
-        // SAFETY: as in `Root::poll_root`; the frame is pinned too (the future's own frames
-        // link under it while they are polled, and the trace cell points at it).
+        // SAFETY: `trace` and `frame` are pinned (the engine keeps the root in place until the
+        // task's future is dropped; snapshots read the cell, the future's own frames link under
+        // `frame`, both through pointers until then) and only reached through `Pin`s made
+        // here; the executor and the context are plain data.
         let this = unsafe { self.get_unchecked_mut() };
         let _executor = this.executor.enter();
-        // SAFETY: as above.
+        // SAFETY: `this` is pinned, so `trace` stays in place until the task's future is
+        // dropped; `frame` is pinned beside it.
         unsafe { Pin::new_unchecked(&mut this.trace) }.enter(&this.frame.frame, Some(&this.frame));
         poll_in_frame(&this.frame, Some(&this.ctx), future, cx)
     }
@@ -143,7 +148,8 @@ where
         executor: executor.clone(),
         trace,
     };
-    // SAFETY: as above.
+    // SAFETY: `body` is read into the task, and never used or dropped here again (it is in a
+    // `ManuallyDrop`).
     unsafe { executor.spawn_root(root, &*body) }
 }
 
@@ -181,6 +187,7 @@ where
         frame,
         ctx,
     };
-    // SAFETY: as above.
+    // SAFETY: `future` is read into the task, and never used or dropped here again (it is in
+    // a `ManuallyDrop`).
     unsafe { executor.spawn_root(root, &*future) }
 }
