@@ -20,7 +20,7 @@
 //! - `loom_monitor_wakes_parked_worker_for_stuck_offer` (exhaustive): worker 1 is asleep and
 //!   worker 0 busy with an offer posted, which wakes nobody; the monitor's second look sees it
 //!   still posted and notifies worker 1, which finds the offer while searching (the pool's own
-//!   `Worker`, run by `worker::run_model`) and takes it exactly once; the offer's `take`
+//!   `Worker`, run by `worker::model::run_model`) and takes it exactly once; the offer's `take`
 //!   shuts the pool down, so a lost wake-up is a loom deadlock.
 //!
 //! Run with the other models (see `crate::loom` for the two checkers and how to run them):
@@ -31,7 +31,7 @@ use super::loom_protocol::{Start, counted_task, new_shared, setup_idle};
 use super::monitor::{self, Look};
 use super::offer::{Offer, OfferPtr, OfferSlot};
 use super::shared::Shared;
-use super::worker::{self, ModelStart};
+use super::worker::model::{self, ModelStart};
 use crate::loom::sync::Arc;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
 use crate::loom::thread;
@@ -245,7 +245,7 @@ fn loom_monitor_wakes_parked_worker_for_stuck_offer() {
         let worker = {
             let shared = shared.clone();
             thread::spawn(move || {
-                worker::run_model(shared, 1, local, ModelStart::Asleep);
+                model::run_model(shared, 1, local, ModelStart::Asleep);
             })
         };
 

@@ -1,6 +1,6 @@
 //! Models of the pool's park/notify protocol (`idle.rs`, `shared.rs`, `worker.rs`) and of the
 //! monitor's handoff: a real `Shared` with two workers, whose threads run the pool's own
-//! `Worker` (`worker::run_model`: its loop, search, park and run, started awake, searching or
+//! `Worker` (`worker::model::run_model`: its loop, search, park and run, started awake, searching or
 //! asleep; its thread-locals are the checker's, one per model thread), while the model's main
 //! thread schedules one task from outside the pool
 //! (`Shared::schedule_remote`: global-queue push, then `notify_parked`). The task shuts the
@@ -48,7 +48,8 @@
 use super::handoff;
 use super::queue::{self, Local};
 use super::shared::{Remote, Shared};
-use super::worker::{self, BusyWorker, ModelStart, Placement};
+use super::worker::model::{self, BusyWorker, ModelStart};
+use super::worker::{self, Placement};
 use crate::blocking::BlockingPool;
 use crate::loom::sync::Arc;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
@@ -99,7 +100,7 @@ pub(super) fn protocol_model(starts: [Start; 2]) {
             let start = start.model_start()?;
             let shared = shared.clone();
             Some(thread::spawn(move || {
-                worker::run_model(shared, index, local, start);
+                model::run_model(shared, index, local, start);
             }))
         })
         .collect();
@@ -138,7 +139,7 @@ pub(super) fn counted_task(
 }
 
 impl Start {
-    /// How `worker::run_model` starts a worker that starts so (`None`: a busy worker, which no
+    /// How `worker::model::run_model` starts a worker that starts so (`None`: a busy worker, which no
     /// model thread runs).
     fn model_start(self) -> Option<ModelStart> {
         match self {
@@ -223,7 +224,7 @@ fn loom_protocol_busy_worker_schedules_locally() {
             let shared = shared.clone();
             let start = ModelStart::Running { searching: false };
             thread::spawn(move || {
-                worker::run_model(shared, 0, local, start);
+                model::run_model(shared, 0, local, start);
             })
         };
 
@@ -266,7 +267,7 @@ fn beside_a_busy_worker(
         let shared = shared.clone();
         move || {
             thread::spawn(move || {
-                worker::run_model(shared, 0, local, start);
+                model::run_model(shared, 0, local, start);
             })
         }
     };

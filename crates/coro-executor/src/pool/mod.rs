@@ -8,12 +8,14 @@
 //! - `offer`: a worker's slot for work it makes available to idle ones without spawning it;
 //! - `census`: the registry of live pools and [`census`], their counters and tasks for
 //!   consoles;
-//! - `helper_threads`: the spare worker slots and their helper threads; `metrics`: the counters and
-//!   their public snapshot; `stall`: the stall report settings and the public `StallReport`;
+//! - `helper_threads`: the spare worker slots and their helper threads; `metrics`: the
+//!   counters and their public snapshot; `stall`: the stall report settings and the public `StallReport`;
 //!   `reaper`: dropping tasks woken after shutdown;
 //! - `shared`: what all workers share: the remotes (stealing ends, next slots, parkers, offer
 //!   slots, counters), the global queue, the idle bookkeeping, the task list, the monitor's
 //!   parker;
+//! - `drivers`: the IO driver, timers and simulation draws as a worker uses them (none in the
+//!   loom and shuttle models);
 //! - `worker`: the worker loop, scheduling from inside a worker, and `offer_while`;
 //! - `spawn`: spawning onto the pool, and the schedule function of its tasks;
 //! - `watch`, `handoff`, `monitor`: the monitor thread (Go's sysmon), which wakes a parked
@@ -25,6 +27,7 @@
 
 mod builder;
 mod census;
+mod drivers;
 mod handoff;
 mod helper_threads;
 mod idle;

@@ -258,7 +258,7 @@ unsafe impl Send for SendHeader {}
 /// read).
 struct SharedCell<T>(crate::loom::UnsafeCell<T>);
 
-// SAFETY (test): the models access the cell only as the protocol under test allows; loom
+// SAFETY: the models access the cell only as the protocol under test allows, and loom
 // reports any access that is not ordered after a conflicting one.
 unsafe impl<T: Send> Sync for SharedCell<T> {}
 

@@ -20,6 +20,15 @@
 //! searching (Go's `wakep` after `runqput`); a helper (`handoff.rs`) runs the same loop but
 //! exits where a worker would park.
 
+#[cfg(all(test, any(loom, shuttle)))]
+pub(super) mod model;
+#[cfg(not(any(loom, shuttle)))]
+mod stepped;
+
+#[cfg(not(any(loom, shuttle)))]
+pub(super) use stepped::SimWorker;
+
+use super::drivers::{self, PollToken};
 use super::linger::{self, Linger};
 use super::offer::{Offer, OfferPtr};
 use super::queue::{self, Local};
@@ -35,11 +44,6 @@ const GLOBAL_QUEUE_INTERVAL: u32 = 61;
 /// How many times in a row the next slot may be served before the local queue, if it holds
 /// anything, gets a turn.
 const MAX_NEXT_STREAK: u8 = 3;
-/// The right to wait in the OS that a parking worker may hold (none in the models: no IO driver).
-#[cfg(not(any(loom, shuttle)))]
-type PollToken<'a> = crate::io::driver::PollGuard<'a>;
-#[cfg(any(loom, shuttle))]
-type PollToken<'a> = std::marker::PhantomData<&'a ()>;
 
 /// Passes over all victims a searching worker makes before it parks (the bounded spin). One,
 /// as tokio's searchers make: a worker that keeps searching picks up tasks woken on the other
@@ -80,8 +84,7 @@ coro_loom::thread_local_const! {
 /// The seed of a worker's victim choice: OS randomness, or in a simulation the seed's stream.
 fn seed() -> u64 {
     use std::hash::{BuildHasher, RandomState};
-    #[cfg(not(any(loom, shuttle)))]
-    if let Some(seed) = crate::sim::context::draw("worker rng seed") {
+    if let Some(seed) = drivers::draw("worker rng seed") {
         return seed | 1;
     }
     RandomState::new().hash_one(std::thread::current().id()) | 1
@@ -208,112 +211,6 @@ fn run_worker(worker: Worker, start: impl FnOnce(&Worker)) -> Local<Runnable> {
     worker.core.into_inner().local
 }
 
-/// A logical worker of a simulation (`sim.rs`): a [`Worker`] whose ticks a driver takes one at a
-/// time on its own thread, making it the thread's current worker for each.
-#[cfg(not(any(loom, shuttle)))]
-pub(super) struct SimWorker {
-    worker: Box<Worker>,
-}
-
-#[cfg(not(any(loom, shuttle)))]
-impl SimWorker {
-    pub(super) fn new(shared: Arc<Shared>, index: usize, local: Local<Runnable>) -> SimWorker {
-        SimWorker {
-            worker: Box::new(Worker::new(shared, index, local, false)),
-        }
-    }
-
-    /// Runs `f` as this worker's thread would: with it current (what tasks schedule lands on
-    /// its queues) and its task-list shard; the thread is no worker again afterwards, also on
-    /// unwind.
-    pub(super) fn enter<R>(&self, f: impl FnOnce(&Worker) -> R) -> R {
-        struct Leave;
-        impl Drop for Leave {
-            fn drop(&mut self) {
-                CURRENT.with(|c| c.set(ptr::null()));
-            }
-        }
-        CURRENT.with(|c| c.set(&*self.worker));
-        crate::task::set_shard_hint(self.worker.index);
-        let leave = Leave;
-        let result = f(&self.worker);
-        drop(leave);
-        result
-    }
-
-    /// Whether this worker's parker holds a wake-up token (a sleeping worker is then stepped).
-    pub(super) fn is_notified(&self) -> bool {
-        self.worker.remote().parker.is_notified()
-    }
-
-    /// Drops what its queues hold, at the simulation's shutdown (as a worker thread's exit).
-    pub(super) fn drain(&self) {
-        self.worker.drain();
-    }
-}
-
-/// How a worker starts in the models (`loom_protocol.rs`), which run this file's `Worker`.
-#[cfg(all(test, any(loom, shuttle)))]
-#[derive(Clone, Copy)]
-pub(super) enum ModelStart {
-    /// At the top of its loop, searching or not (the model's setup counted it as `Idle` would).
-    Running { searching: bool },
-    /// Asleep, at the wait that ends `park` (the model's setup did its `idle.park`).
-    Asleep,
-}
-
-/// Runs worker `index` on this (model) thread as [`run`] does, starting as `start` says.
-#[cfg(all(test, any(loom, shuttle)))]
-pub(super) fn run_model(
-    shared: Arc<Shared>,
-    index: usize,
-    local: Local<Runnable>,
-    start: ModelStart,
-) -> Local<Runnable> {
-    run_worker(
-        Worker::new(shared, index, local, false),
-        |worker| match start {
-            ModelStart::Running { searching } => worker.core.borrow_mut().is_searching = searching,
-            ModelStart::Asleep => worker.sleep(None),
-        },
-    )
-}
-
-/// This (model) thread as worker `index`, inside a poll that outlasts the model: what it
-/// schedules goes through [`schedule_local`] as from any running task, until this drops.
-#[cfg(all(test, any(loom, shuttle)))]
-pub(super) struct BusyWorker {
-    worker: Box<Worker>,
-}
-
-#[cfg(all(test, any(loom, shuttle)))]
-impl BusyWorker {
-    pub(super) fn enter(shared: Arc<Shared>, index: usize, local: Local<Runnable>) -> BusyWorker {
-        let worker = Box::new(Worker::new(shared, index, local, false));
-        CURRENT.with(|c| c.set(&*worker));
-        BusyWorker { worker }
-    }
-
-    /// The poll returns and the worker runs its next slot, as `next_task` would first; that
-    /// poll outlasts the model too.
-    pub(super) fn run_next_slot(&self) {
-        if let Some(task) = self.worker.remote().take_next() {
-            self.worker.run_task(task);
-        }
-    }
-
-    pub(super) fn local_is_empty(&self) -> bool {
-        self.worker.core.borrow().local.is_empty()
-    }
-}
-
-#[cfg(all(test, any(loom, shuttle)))]
-impl Drop for BusyWorker {
-    fn drop(&mut self) {
-        CURRENT.with(|c| c.set(ptr::null()));
-    }
-}
-
 impl Worker {
     fn new(shared: Arc<Shared>, index: usize, local: Local<Runnable>, helper: bool) -> Worker {
         Worker {
@@ -395,13 +292,9 @@ impl Worker {
         core.tick = core.tick.wrapping_add(1);
         let remote = self.remote();
         if core.tick % GLOBAL_QUEUE_INTERVAL == 0 {
-            #[cfg(not(any(loom, shuttle)))]
-            {
-                drop(core);
-                self.poll_io_now();
-                self.fire_due_timers();
-                core = self.core.borrow_mut();
-            }
+            drop(core);
+            drivers::look_while_busy(&self.shared);
+            core = self.core.borrow_mut();
             if let Some(task) = self.pop_global(&mut core) {
                 counters.global_first_polls.add(1);
                 if remote.has_next() && !core.is_searching {
@@ -543,10 +436,7 @@ impl Worker {
         let remote = &remotes[victim];
         // In a simulation the owner is between two steps, never inside a poll: whether it
         // finished its poll within the grace period is a race there, drawn from the seed.
-        #[cfg(not(any(loom, shuttle)))]
-        let owner_moved_on = crate::sim::context::draw("next-slot steal").map(|v| v & 1 == 0);
-        #[cfg(any(loom, shuttle))]
-        let owner_moved_on = None;
+        let owner_moved_on = drivers::draw("next-slot steal").map(|v| v & 1 == 0);
         if owner_moved_on.unwrap_or_else(|| {
             wait_next_slot_grace();
             remote.owner_polls() != polls
@@ -586,10 +476,7 @@ impl Worker {
         };
         self.remote().counters.parks.add(1);
         // With sockets to poll for, one idle worker waits in the OS instead of sleeping.
-        #[cfg(not(any(loom, shuttle)))]
-        let poll = self.shared.io_to_poll().and_then(|io| io.try_poll());
-        #[cfg(any(loom, shuttle))]
-        let poll: Option<PollToken<'_>> = None;
+        let poll = drivers::try_poll_io(&self.shared);
         if self
             .shared
             .idle
@@ -600,78 +487,36 @@ impl Worker {
         self.sleep(poll);
     }
 
-    /// [`park`](Self::park) for a logical worker of a simulation: the idle bookkeeping, without
-    /// the sleep (the simulation's driver steps this worker again once its parker holds a
-    /// token, see [`sim_wake`](Self::sim_wake)). No IO poll and no timer keeping: the driver
-    /// fires the timers itself when every worker sleeps.
-    #[cfg(not(any(loom, shuttle)))]
-    pub(super) fn sim_park(&self) {
-        let was_searching = std::mem::replace(&mut self.core.borrow_mut().is_searching, false);
-        self.remote().counters.parks.add(1);
-        if self.shared.idle.park(self.index, was_searching, false) {
-            self.shared.notify_if_work_pending();
-        }
-    }
-
-    /// The end of [`sleep`](Self::sleep) for a logical worker of a simulation whose parker
-    /// holds a token: takes it and returns whether the worker is awake (chosen by a notifier,
-    /// then as a searcher, or the pool shut down), as `sleep` decides after its wait.
-    #[cfg(not(any(loom, shuttle)))]
-    pub(super) fn sim_wake(&self) -> bool {
-        self.remote().parker.take_token();
-        if self.shared.is_shutdown() {
-            return true;
-        }
-        if self.shared.idle.unpark_confirmed(self.index) {
-            self.core.borrow_mut().is_searching = true;
-            return true;
-        }
-        false
-    }
-
     /// The wait at the end of [`park`](Self::park), with the idle bookkeeping done: sleeps
     /// (waiting in the OS with `poll`, the poll token, if it has it) until the pool shuts down
     /// or this worker is really chosen (then as a searcher, as whoever woke it counted it).
     fn sleep(&self, poll: Option<PollToken<'_>>) {
         let mut poll = poll;
         loop {
-            // Set only by the OS poll and the timers, which the models leave out.
-            #[cfg_attr(any(loom, shuttle), allow(unused_mut))]
             let mut woke_itself = false;
             // Keeps the pool's timers while asleep, unless another parked worker does: then
             // it sleeps only until the next deadline.
-            #[cfg(not(any(loom, shuttle)))]
-            let timeout = match self.keep_timers() {
-                Some(timeout) => timeout,
-                None => return,
+            let Some(timeout) = drivers::keep_timers(&self.shared, self.index, || self.awake())
+            else {
+                return;
             };
-            #[cfg(any(loom, shuttle))]
-            let timeout: Option<std::time::Duration> = None;
             match poll.take() {
-                #[cfg(not(any(loom, shuttle)))]
-                Some(guard) => self.remote().parker.park_polling(|| {
-                    guard.wait(timeout, || {
-                        // IO events: this worker wakes their tasks onto its own queue, so it
-                        // takes itself off the idle list first, awake and not searching.
-                        if let Some(monitor) = self.shared.idle.unpark_self(self.index) {
-                            woke_itself = true;
-                            if monitor {
-                                self.shared.monitor.wake();
-                            }
+                Some(token) => drivers::park_polling(&self.remote().parker, token, timeout, || {
+                    // IO events: this worker wakes their tasks onto its own queue, so it takes
+                    // itself off the idle list first, awake and not searching.
+                    if let Some(monitor) = self.shared.idle.unpark_self(self.index) {
+                        woke_itself = true;
+                        if monitor {
+                            self.shared.monitor.wake();
                         }
-                    });
+                    }
                 }),
-                #[cfg(any(loom, shuttle))]
-                Some(_) => unreachable!("no IO driver in the models"),
                 None => match timeout {
                     Some(timeout) => self.remote().parker.park_timeout(timeout),
                     None => self.remote().parker.park(),
                 },
             }
-            #[cfg(not(any(loom, shuttle)))]
-            if let Some(timers) = self.shared.timers() {
-                timers.leave(self.index);
-            }
+            drivers::leave_timers(&self.shared, self.index);
             if self.shared.is_shutdown() || woke_itself {
                 return;
             }
@@ -683,59 +528,21 @@ impl Worker {
                 return;
             }
             // Still parked: wait in the OS again if nobody else does.
-            #[cfg(not(any(loom, shuttle)))]
-            {
-                poll = self.shared.io_to_poll().and_then(|io| io.try_poll());
-            }
+            poll = drivers::try_poll_io(&self.shared);
         }
     }
 
-    /// Before sleeping: becomes the keeper of the pool's timers unless another worker is, and
-    /// says how long to sleep (`Some(None)`: until woken). `None` if timers were due: this
-    /// worker fired them, having taken itself off the idle list first (their tasks land on
-    /// its queue), and must not sleep.
-    #[cfg(not(any(loom, shuttle)))]
-    fn keep_timers(&self) -> Option<Option<std::time::Duration>> {
-        let Some(timers) = self.shared.timers() else {
-            return Some(None);
-        };
-        match timers.keep(self.index) {
-            crate::time::Keep::Other => Some(None),
-            crate::time::Keep::Wait(timeout) => Some(timeout),
-            crate::time::Keep::Due => {
-                timers.leave(self.index);
-                match self.shared.idle.unpark_self(self.index) {
-                    Some(monitor) => {
-                        if monitor {
-                            self.shared.monitor.wake();
-                        }
-                    }
-                    // A notifier chose this worker meanwhile: it counts as a searcher.
-                    None => self.core.borrow_mut().is_searching = true,
+    /// Timers fell due as this worker was about to sleep: it fires them, so it takes itself off
+    /// the idle list first (their tasks land on its queue).
+    fn awake(&self) {
+        match self.shared.idle.unpark_self(self.index) {
+            Some(monitor) => {
+                if monitor {
+                    self.shared.monitor.wake();
                 }
-                timers.fire_due_now();
-                None
             }
-        }
-    }
-
-    /// A busy worker's look at the pool's timers, on its global-queue ticks: what is due must
-    /// not wait for a worker to idle.
-    #[cfg(not(any(loom, shuttle)))]
-    fn fire_due_timers(&self) {
-        if let Some(timers) = self.shared.timers() {
-            if timers.may_be_due() {
-                timers.fire_due_now();
-            }
-        }
-    }
-
-    /// A busy worker's look at the OS, on its global-queue ticks: sockets that became ready
-    /// while every worker ran tasks must not wait for one to idle.
-    #[cfg(not(any(loom, shuttle)))]
-    fn poll_io_now(&self) {
-        if let Some(guard) = self.shared.io_to_poll().and_then(|io| io.try_poll()) {
-            guard.wait(Some(std::time::Duration::ZERO), || {});
+            // A notifier chose this worker meanwhile: it counts as a searcher.
+            None => self.core.borrow_mut().is_searching = true,
         }
     }
 
