@@ -46,7 +46,7 @@
 //!
 //! The models live beside the code they check, one file per subject: `<area>/loom_<subject>.rs`
 //! (the run queue, parker, park/notify protocol, offers and shutdown order in `pool/`, the task
-//! list in `task/`, timers in `time/`). They use no loom API beyond this module's, so each runs
+//! list in `task/`, a snapshot against a poll in `trace/`, timers in `time/`). They use no loom API beyond this module's, so each runs
 //! under both checkers, except the timer models, which drive loom's simulated clock and stay
 //! loom-only.
 //!

@@ -77,8 +77,9 @@ impl Drop for Running<'_> {
         if self.stats.counted() {
             self.header.count_poll_end(self.stats, self.pending);
         }
+        // Release: the stack this poll published is seen by whoever sees it suspended.
         self.header
-            .set_state(self.header.state.load(Relaxed), SUSPENDED);
+            .set_state_release(self.header.state.load(Relaxed), SUSPENDED);
         CURRENT.with(|c| c.set(self.prev));
     }
 }

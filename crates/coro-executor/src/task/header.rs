@@ -17,6 +17,11 @@ use std::cell::Cell;
 use std::fmt;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering, Ordering::*};
+/// The state word and the trace pointer are the models' (`trace/loom_publish.rs` checks a poll
+/// against a snapshot taken on another thread); the other words are std's.
+type StateWord = crate::loom::sync::atomic::AtomicU64;
+/// See [`StateWord`].
+type TracePtr = crate::loom::sync::atomic::AtomicPtr<TraceCell>;
 
 /// Where a task is in its life.
 ///
@@ -97,7 +102,7 @@ pub struct TaskHeader {
     /// stead. Read through [`cell`](Self::cell) and [`stats`](Self::stats); written only by
     /// the thread polling the task (attaching a cell, installing a block) or by the spawner
     /// before the task exists, so plain stores suffice; snapshots read it with `Acquire`.
-    trace: AtomicPtr<TraceCell>,
+    trace: TracePtr,
     /// The [`TaskState`] in the low bits and, while the task runs, the per-poll publication
     /// bits ([`PUBLISHED`], [`RELINKED`]): the [`STATE_BYTE`]. Above it, the task's wait slot
     /// (`trace/wait.rs`). Written only by the thread polling the task (the state around the
@@ -105,7 +110,7 @@ pub struct TaskHeader {
     /// schedule function, which async-task calls only between polls, its own state atomics
     /// ordering one writer before the next: so plain loads and stores suffice, and a write of
     /// one part keeps the other. Other threads only read it, for snapshots.
-    pub(crate) state: AtomicU64,
+    pub(crate) state: StateWord,
     /// The address of the innermost frame of the stack last published, while nothing since can
     /// have changed that stack; else [`UNKNOWN`]. Only the polling thread uses it. (Here rather
     /// than in the trace cell, so that the common check needs no cell.)
@@ -133,8 +138,8 @@ impl TaskHeader {
     pub(crate) fn with_owner(owner: Option<OwnerRef>) -> TaskHeader {
         TaskHeader {
             id: next_id(),
-            trace: AtomicPtr::new(ptr::null_mut()),
-            state: AtomicU64::new(SCHEDULED),
+            trace: TracePtr::new(ptr::null_mut()),
+            state: StateWord::new(SCHEDULED),
             // Spawned while statistics are on: marked, so that its time queued before its first
             // poll is known (a task that never gets polled is the one that starves).
             last: AtomicUsize::new(crate::trace::spawn_mark(UNKNOWN)),
@@ -180,6 +185,13 @@ impl TaskHeader {
     #[inline]
     pub(crate) fn set_state(&self, word: u64, byte: u64) {
         self.state.store((word & !STATE_BYTE) | byte, Relaxed);
+    }
+
+    /// [`set_state`](Self::set_state) with a `Release` store: the end of a poll, after which a
+    /// reader that sees the new state must see what the poll published (its stack).
+    #[inline]
+    pub(crate) fn set_state_release(&self, word: u64, byte: u64) {
+        self.state.store((word & !STATE_BYTE) | byte, Release);
     }
 
     /// The task's id.
@@ -229,7 +241,10 @@ impl TaskHeader {
     /// assert!(join.is_finished());
     /// ```
     pub fn state(&self) -> TaskState {
-        match self.state.load(Relaxed) & STATE {
+        // Acquire: pairs with the `Release` that ends a poll (`task/current.rs`), so a reader
+        // that sees the task suspended sees the stack that suspension published (or a later
+        // one): snapshots read the state before the stack for that reason.
+        match self.state.load(Acquire) & STATE {
             RUNNING => TaskState::Running,
             SCHEDULED => TaskState::Scheduled,
             _ => TaskState::Suspended,
@@ -344,7 +359,8 @@ pub(crate) const STATS_BLOCK: usize = 2;
 
 impl Drop for TaskHeader {
     fn drop(&mut self) {
-        let mut tagged = *self.trace.get_mut();
+        // A load rather than `get_mut`, which the models' pointer lacks; nothing races a drop.
+        let mut tagged = self.trace.load(Relaxed);
         if let Some(block) = Self::block_of(tagged) {
             // SAFETY: a block came from `Box::leak` (`StatsBlock::after_first_poll`)
             // and only this drop frees it; the task is gone, so no snapshot reads it any more.

@@ -25,8 +25,11 @@ pub struct TraceCell {
     /// Null until the first publication; [`ROOT_ONLY`] while every publication so far was of
     /// the root frame alone (nothing to copy: snapshots read that frame from the task itself);
     /// then set once to a box, freed with the cell.
-    pub(super) published: AtomicPtr<Published>,
+    pub(super) published: PublishedPtr,
 }
+
+/// The model's pointer (`trace/loom_publish.rs` checks a publication against a snapshot).
+pub(super) type PublishedPtr = crate::loom::sync::atomic::AtomicPtr<Published>;
 
 /// The bit of [`TraceCell::parent`] that says the parent awaits the task (ids never reach it).
 pub(super) const AWAITED_BY_PARENT: u64 = 1 << 63;
@@ -72,7 +75,7 @@ impl TraceCell {
         TraceCell {
             root: AtomicPtr::new(ptr::null_mut()),
             parent: parent.and_then(NonZeroU64::new),
-            published: AtomicPtr::new(ptr::null_mut()),
+            published: PublishedPtr::new(ptr::null_mut()),
         }
     }
 
@@ -109,7 +112,7 @@ impl TraceCell {
             parent: parent
                 .filter(|&p| p != 0)
                 .and_then(|p| NonZeroU64::new(p | AWAITED_BY_PARENT)),
-            published: AtomicPtr::new(ptr::null_mut()),
+            published: PublishedPtr::new(ptr::null_mut()),
         }
     }
 
@@ -170,7 +173,8 @@ impl Published {
 impl Drop for TraceCell {
     #[inline]
     fn drop(&mut self) {
-        let published = *self.published.get_mut();
+        // A load rather than `get_mut`, which the models' pointer lacks; nothing races a drop.
+        let published = self.published.load(Relaxed);
         if !published.is_null() && published != ROOT_ONLY {
             free_published(published);
         }

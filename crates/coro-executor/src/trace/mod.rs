@@ -17,6 +17,8 @@
 
 mod cell;
 mod frame;
+#[cfg(all(test, any(loom, shuttle)))]
+mod loom_publish;
 mod name;
 mod publish;
 mod slot;

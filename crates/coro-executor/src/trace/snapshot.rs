@@ -397,6 +397,10 @@ pub(crate) unsafe fn snapshot_of(header: &TaskHeader) -> TaskSnapshot {
 /// # Safety
 /// As for [`snapshot_of`].
 unsafe fn snapshot_at(header: &TaskHeader, now: u64) -> TaskSnapshot {
+    // The state before the stack: a task seen suspended shows the stack of that suspension or
+    // a later one (the state's Acquire pairs with the poll end's Release). Read the other way
+    // round, a task caught in its first poll showed its root frame alone as a suspended stack.
+    let state = header.state();
     let cell = header.cell(Acquire);
     // SAFETY: a non-null `trace` points into this task's future, alive per the contract above.
     let (name, parent, frames) = match unsafe { cell.as_ref() } {
@@ -426,7 +430,7 @@ unsafe fn snapshot_at(header: &TaskHeader, now: u64) -> TaskSnapshot {
     TaskSnapshot {
         id: header.id(),
         parent,
-        state: header.state(),
+        state,
         name,
         frames,
         // No block: not suspended since statistics came on (zero counters; its time in its
@@ -434,7 +438,7 @@ unsafe fn snapshot_at(header: &TaskHeader, now: u64) -> TaskSnapshot {
         stats: header.stats().map_or_else(
             || {
                 let last = header.last.load(Relaxed);
-                StatsCopy::of_mark(last, now, header.state() == TaskState::Scheduled)
+                StatsCopy::of_mark(last, now, state == TaskState::Scheduled)
             },
             |stats| stats.read(now),
         ),
