@@ -289,12 +289,12 @@
 //! |---|---|---|---|
 //! | hyper 1.x | native | `coro_hyper::serve`, `CoroIo`, `CoroExecutor`, `CoroTimer` | `crates/coro-hyper/tests/` |
 //! | hyper-util's client | native | `coro_hyper::client()` (feature `client`; https with `rustls`) | `crates/coro-hyper/tests/client.rs` |
-//! | tonic | native | server: routes served by `coro_hyper::serve` behind `coro_hyper::GrpcDeadline` (a client's deadline cancels the handler's token); client: `tonic::client::Grpc` over hyper-util's client on `CoroConnector` | `crates/coro-hyper/tests/tonic.rs` |
-//! | tokio-postgres | native (`tokio-io`) | `Config::connect_raw(coro_stream, NoTls)`, the connection `spawn`ed; no `runtime` feature needed | `crates/coro/tests/tokio_io.rs` |
-//! | tokio-rustls, anything on `TokioIo` | native (`tokio-io`) | pass a coro::net stream where a tokio stream is taken | `crates/coro/tests/tokio_io.rs` (the traits) |
-//! | redis (`tokio-comp`) | bridge | `compat::tokio(client.get_multiplexed_async_connection())`, then each command through `compat::tokio` | `crates/coro/tests/tokio_compat.rs` |
-//! | reqwest | bridge | `compat::tokio(async { client.get(url).send().await })` | `crates/coro-hyper/tests/reqwest_compat.rs` |
-//! | sqlx (`runtime-tokio`, `postgres`) | bridge | `compat::tokio(PgPoolOptions::new().connect(url))`, then each query through `compat::tokio`; sqlx opens its own sockets, so it cannot use coro's | `crates/coro/tests/tokio_compat.rs` |
+//! | tonic | native | server: routes served by `coro_hyper::serve` behind `coro_hyper::GrpcDeadline` (a client's deadline cancels the handler's token); client: `tonic::client::Grpc` over hyper-util's client on `CoroConnector` | `crates/coro-ecosystem-tests/tests/tonic.rs` |
+//! | tokio-postgres | native (`tokio-io`) | `Config::connect_raw(coro_stream, NoTls)`, the connection `spawn`ed; no `runtime` feature needed | `crates/coro-ecosystem-tests/tests/tokio_io.rs` |
+//! | tokio-rustls, anything on `TokioIo` | native (`tokio-io`) | pass a coro::net stream where a tokio stream is taken | `crates/coro-ecosystem-tests/tests/tokio_io.rs` (the traits) |
+//! | redis (`tokio-comp`) | bridge | `compat::tokio(client.get_multiplexed_async_connection())`, then each command through `compat::tokio` | `crates/coro-ecosystem-tests/tests/tokio_compat.rs` |
+//! | reqwest | bridge | `compat::tokio(async { client.get(url).send().await })` | `crates/coro-ecosystem-tests/tests/reqwest_compat.rs` |
+//! | sqlx (`runtime-tokio`, `postgres`) | bridge | `compat::tokio(PgPoolOptions::new().connect(url))`, then each query through `compat::tokio`; sqlx opens its own sockets, so it cannot use coro's | `crates/coro-ecosystem-tests/tests/tokio_compat.rs` |
 //!
 //! Porting a tokio handler: `tokio::spawn` → [`spawn`], `tokio::join!` → [`collect_all!`],
 //! `tokio::time::{sleep, timeout}` → [`time::sleep`], [`time::timeout`] (cancellation-aware),

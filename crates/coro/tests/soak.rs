@@ -1,5 +1,6 @@
 //! Soak test: random DAGs of coro work, driven from several OS threads at once for
-//! `CORO_SOAK_SECS` seconds (default 60), checking that nothing hangs (every round, so every
+//! `CORO_SOAK_SECS` seconds (default 5, so that `cargo test` stays short; CI runs it for 60 s,
+//! see `.ci/run`), checking that nothing hangs (every round, so every
 //! waiter in it, completes within a deadline), that every leaf task started is finished or
 //! dropped once its round is over (no orphans), that every task the soak hands to the runtime is
 //! accounted for, that the invariants guarded by the locks and channels hold, and that no memory
@@ -33,9 +34,9 @@
 //! second the watchdog takes a `coro::trace::snapshot()`, which must report no `Deadlock` and
 //! no `LostWake` on this healthy work.
 //!
-//! Run: `cargo test -p coro --release --test soak -- --nocapture`
-//! (`CORO_SOAK_SECS=5` for a quick local run; `CORO_SOAK_WORKERS=n` fixes the pool's workers,
-//! otherwise 2-4 from the seed). The 10-minute runs of RELIABILITY.md:
+//! Run: `CORO_SOAK_SECS=60 cargo test -p coro --release --test soak -- --nocapture` (CI's
+//! run; `CORO_SOAK_WORKERS=n` fixes the pool's workers, otherwise 2-4 from the seed). The
+//! 10-minute runs of RELIABILITY.md:
 //! `CORO_SOAK_SECS=600 CORO_SOAK_WORKERS=2 cargo test -p coro --release --test soak -- --nocapture`
 //! and the same with `CORO_SOAK_WORKERS=4`. Every failure names the seed; replay the same DAG
 //! shapes with `CORO_SOAK_SEED=<seed>` (the interleavings are up to the scheduler).
@@ -1599,7 +1600,7 @@ fn check_unplanned(label: &str) {
 
 #[test]
 fn soak() {
-    let secs = env_u64("CORO_SOAK_SECS").unwrap_or(60);
+    let secs = env_u64("CORO_SOAK_SECS").unwrap_or(5);
     let seed = env_u64("CORO_SOAK_SEED").unwrap_or_else(|| {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
