@@ -24,11 +24,11 @@
 //!
 //! The console keeps coro's per-poll statistics on while it runs
 //! ([`coro::executor::trace::collect_stats`]). One file per concern: `routes` (the service),
-//! `json` (the streamed body), `metrics` (the Prometheus text), `page` (the HTML page).
+//! `json` (the streamed body), `prometheus` (the Prometheus text), `page` (the HTML page).
 
 mod json;
-mod metrics;
 mod page;
+mod prometheus;
 mod routes;
 
 use coro::ThreadPool;

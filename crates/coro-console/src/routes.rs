@@ -2,7 +2,7 @@
 //! [`snapshot`](coro::trace::snapshot) taken for the request (nothing is cached, and nothing
 //! is held between requests).
 
-use crate::{json, metrics, page};
+use crate::{json, page, prometheus};
 use http_body_util::{Either, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode, header};
@@ -69,7 +69,7 @@ fn route_parts(method: &Method, path: &str) -> Response<Body> {
         _ => whole(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            metrics::render(&coro::trace::snapshot()),
+            prometheus::render(&coro::trace::snapshot()),
         ),
     }
 }

@@ -124,7 +124,7 @@ pub(super) fn leave_timers(shared: &Shared, index: usize) {
 #[inline]
 pub(super) fn draw(what: &'static str) -> Option<u64> {
     #[cfg(not(any(loom, shuttle)))]
-    return crate::sim::context::draw(what);
+    return crate::sim::state::draw(what);
     #[cfg(any(loom, shuttle))]
     {
         let _ = what;

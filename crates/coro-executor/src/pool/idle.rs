@@ -101,7 +101,7 @@ impl Idle {
         // drawn from the seed.
         #[cfg(not(any(loom, shuttle)))]
         let worker = match sleepers.parked.len() {
-            n @ 2.. => crate::sim::context::with(|c| c.below("worker to wake", n))
+            n @ 2.. => crate::sim::state::with(|c| c.below("worker to wake", n))
                 .map(|at| sleepers.parked.remove(at))
                 .or_else(|| sleepers.parked.pop()),
             _ => sleepers.parked.pop(),

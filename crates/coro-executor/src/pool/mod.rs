@@ -17,7 +17,7 @@
 //! - `drivers`: the IO driver, timers and simulation draws as a worker uses them (none in the
 //!   loom and shuttle models);
 //! - `worker`: the worker loop, scheduling from inside a worker, and `offer_while`;
-//! - `spawn`: spawning onto the pool, and the schedule function of its tasks;
+//! - `schedule`: spawning onto the pool, and the schedule function of its tasks;
 //! - `watch`, `handoff`, `monitor`: the monitor thread (Go's sysmon), which wakes a parked
 //!   worker for an offer that stays posted, hands off the work queued behind a poll that holds
 //!   up its worker, and reports stalls;
@@ -48,10 +48,10 @@ mod offer;
 pub(crate) mod park;
 pub(crate) mod queue;
 mod reaper;
+mod schedule;
 mod shared;
 #[cfg(not(any(loom, shuttle)))]
 pub(crate) mod sim;
-mod spawn;
 mod stall;
 mod watch;
 mod worker;

@@ -84,7 +84,7 @@ pub(crate) fn wait_next_slot_grace() {
     crate::loom::thread::yield_now();
     #[cfg(not(any(loom, shuttle)))]
     // In a simulation no poll runs while another worker waits: there is nothing to wait for.
-    if !crate::sim::context::is_active() {
+    if !crate::sim::state::is_active() {
         let start = std::time::Instant::now();
         while start.elapsed() < NEXT_SLOT_GRACE {
             std::hint::spin_loop();

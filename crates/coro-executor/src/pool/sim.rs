@@ -16,8 +16,8 @@ use super::shared::{Options, Remote, Shared};
 use super::worker::{SimWorker, Tick};
 use crate::blocking::BlockingPool;
 use crate::executor::ExecutorHandle;
-use crate::sim::context::Context;
 use crate::sim::decision::Decision;
+use crate::sim::state::SimState;
 use crate::task::TaskList;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -45,7 +45,7 @@ pub(crate) struct SimPool {
 }
 
 impl SimPool {
-    /// A pool of `workers` logical workers. Call it with the simulation's context entered: the
+    /// A pool of `workers` logical workers. Call it with the simulation's state entered: the
     /// workers' victim choices are seeded from it.
     pub(crate) fn new(workers: usize, start: Instant) -> SimPool {
         assert!(
@@ -93,7 +93,7 @@ impl SimPool {
 
     /// Takes one step: a logical worker, drawn from the seed among those that can move, ticks
     /// or wakes.
-    pub(crate) fn step(&mut self, context: &Context) -> Step {
+    pub(crate) fn step(&mut self, sim: &SimState) -> Step {
         self.ready.clear();
         for (index, worker) in self.workers.iter().enumerate() {
             if !self.asleep[index] || worker.is_notified() {
@@ -103,14 +103,14 @@ impl SimPool {
         let index = match self.ready.len() {
             0 => return Step::AllIdle,
             1 => self.ready[0],
-            n => self.ready[context.below("worker to step", n)],
+            n => self.ready[sim.below("worker to step", n)],
         };
         let worker = &self.workers[index];
         if self.asleep[index] {
             let awake = worker.enter(|worker| worker.sim_wake());
             self.asleep[index] = !awake;
             let what = if awake { "woke" } else { "stayed asleep" };
-            context.record(Decision::Idle {
+            sim.record(Decision::Idle {
                 worker: index,
                 what,
             });
@@ -119,7 +119,7 @@ impl SimPool {
         let tick = worker.enter(|worker| {
             worker.tick(|task| {
                 let header = task.metadata();
-                let stack = context.log_stacks.then(|| {
+                let stack = sim.log_stacks.then(|| {
                     // SAFETY: the task is listed and stays alive: we hold its runnable, so
                     // its future is neither completed nor dropped until it runs.
                     let snapshot = unsafe { crate::trace::snapshot_of(header) };
@@ -129,23 +129,23 @@ impl SimPool {
                     }
                     text
                 });
-                context.record(Decision::Ran {
+                sim.record(Decision::Ran {
                     worker: index,
-                    task: context.ordinal(header.id()),
+                    task: sim.ordinal(header.id()),
                     stack,
                 });
             })
         });
         match tick {
             Tick::Ran => {}
-            Tick::TookOffer => context.record(Decision::Idle {
+            Tick::TookOffer => sim.record(Decision::Idle {
                 worker: index,
                 what: "took an offer",
             }),
             Tick::Nothing => {
                 worker.enter(|worker| worker.sim_park());
                 self.asleep[index] = true;
-                context.record(Decision::Idle {
+                sim.record(Decision::Idle {
                     worker: index,
                     what: "parked",
                 });
@@ -157,7 +157,7 @@ impl SimPool {
     /// With every task idle: moves the virtual clock to the earliest timer deadline and fires
     /// what is due then. Returns the new virtual time since the start, or `None` if no timer
     /// is pending (nothing will ever wake the idle tasks from inside the simulation).
-    pub(crate) fn advance(&self, context: &Context) -> Option<Duration> {
+    pub(crate) fn advance(&self, sim: &SimState) -> Option<Duration> {
         let timers = self.shared.timers()?;
         let deadline = timers.next_deadline()?;
         let now = crate::time::now();
@@ -165,7 +165,7 @@ impl SimPool {
             crate::time::set_virtual(Some(deadline));
         }
         let to = crate::time::now().saturating_duration_since(self.start);
-        context.record(Decision::Advance { to });
+        sim.record(Decision::Advance { to });
         timers.fire_due_now();
         Some(to)
     }
@@ -186,8 +186,8 @@ impl SimPool {
 
     /// The live tasks of this pool with their async stacks, one block per task, in the order
     /// the simulation first ran them.
-    pub(crate) fn dump(&self, context: &Context) -> String {
-        dump_tasks(&self.shared.tasks, &|id| context.ordinal(id))
+    pub(crate) fn dump(&self, sim: &SimState) -> String {
+        dump_tasks(&self.shared.tasks, &|id| sim.ordinal(id))
     }
 
     /// The pool's task list, for the watchdog (which dumps it from its own thread).

@@ -9,7 +9,7 @@
 //!
 //! # Map of the module
 //!
-//! - `context.rs`: the thread's running simulation: its seeded stream and decision log;
+//! - `state.rs`: the thread's running simulation: its seeded stream and decision log;
 //! - `decision.rs`: [`Decision`], an entry of that log;
 //! - `random.rs`: [`random_u64`], [`buggify`], [`is_simulated`];
 //! - `run.rs`: [`Simulation`], the driver, and [`SimError`], why a run stopped;
@@ -32,13 +32,13 @@
 //! ```
 
 #[cfg(not(any(loom, shuttle)))]
-pub(crate) mod context;
-#[cfg(not(any(loom, shuttle)))]
 pub(crate) mod decision;
 #[cfg(not(any(loom, shuttle)))]
 mod random;
 #[cfg(not(any(loom, shuttle)))]
 mod run;
+#[cfg(not(any(loom, shuttle)))]
+pub(crate) mod state;
 #[cfg(not(any(loom, shuttle)))]
 mod watchdog;
 

@@ -3,7 +3,7 @@
 //! Rule: inside a simulation every value comes from the seed's stream (and is logged as a
 //! decision); outside, from the OS, and a fault point never fires.
 
-use super::context;
+use super::state;
 
 /// Whether the current thread runs a deterministic simulation ([`Simulation`](super::Simulation)).
 ///
@@ -18,7 +18,7 @@ use super::context;
 /// ```
 #[inline]
 pub fn is_simulated() -> bool {
-    context::is_active()
+    state::is_active()
 }
 
 /// A random `u64`: drawn from the seed inside a simulation (the same seed gives the same
@@ -37,7 +37,7 @@ pub fn is_simulated() -> bool {
 /// assert_ne!(random_u64(), random_u64());
 /// ```
 pub fn random_u64() -> u64 {
-    context::draw("random_u64").unwrap_or_else(|| {
+    state::draw("random_u64").unwrap_or_else(|| {
         use std::hash::{BuildHasher, RandomState};
         RandomState::new().hash_one(std::time::SystemTime::now())
     })
@@ -61,8 +61,8 @@ pub fn buggify(probability: f64) -> bool {
         (0.0..=1.0).contains(&probability),
         "buggify(probability): {probability} is not a probability; pass a value in 0.0..=1.0"
     );
-    context::with(|context| {
-        let draw = context.draw("buggify");
+    state::with(|sim| {
+        let draw = sim.draw("buggify");
         // The top 53 bits as a uniform value in [0, 1).
         ((draw >> 11) as f64 / (1u64 << 53) as f64) < probability
     })

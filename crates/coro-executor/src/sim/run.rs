@@ -8,8 +8,8 @@
 //! task can ever be woken, too many steps, too much virtual time) stops with an error instead
 //! of hanging.
 
-use super::context::{self, Context, Entered};
 use super::decision::Decision;
+use super::state::{self, Entered, SimState};
 use super::watchdog::Progress;
 use crate::executor::ExecutorHandle;
 use crate::pool::sim::{SimPool, Step};
@@ -52,7 +52,7 @@ pub struct Simulation {
     // see the virtual clock), then the thread leaves it.
     pool: SimPool,
     _entered: Entered,
-    context: Box<Context>,
+    sim: Box<SimState>,
     clock_before: Option<Option<Instant>>,
     start: Instant,
     steps: u64,
@@ -136,8 +136,8 @@ impl Simulation {
     /// assert!(sim.take_log().iter().any(|d| matches!(d, Decision::Ran { stack: Some(_), .. })));
     /// ```
     pub fn with_stacks(seed: u64, workers: usize, log_stacks: bool) -> Simulation {
-        let context = Box::new(Context::new(seed, log_stacks));
-        let entered = context::enter(&context);
+        let sim = Box::new(SimState::new(seed, log_stacks));
+        let entered = state::enter(&sim);
         // Virtual time starts at the real now, so that instants taken before the simulation
         // (and `std::time::Instant` arithmetic) stay meaningful.
         let start = Instant::now();
@@ -147,7 +147,7 @@ impl Simulation {
         Simulation {
             pool,
             _entered: entered,
-            context,
+            sim,
             clock_before,
             start,
             steps: 0,
@@ -164,7 +164,7 @@ impl Simulation {
     /// assert_eq!(coro_executor::sim::Simulation::new(77, 1).seed(), 77);
     /// ```
     pub fn seed(&self) -> u64 {
-        self.context.seed
+        self.sim.seed
     }
 
     /// A handle that spawns onto the simulation's pool (from this thread).
@@ -266,7 +266,7 @@ impl Simulation {
             if done() {
                 return Ok(());
             }
-            match self.pool.step(&self.context) {
+            match self.pool.step(&self.sim) {
                 Step::Stepped => {
                     self.steps += 1;
                     self.progress.moves.fetch_add(1, Relaxed);
@@ -275,7 +275,7 @@ impl Simulation {
                     }
                 }
                 Step::AllIdle => {
-                    let at = self.pool.advance(&self.context).ok_or(SimError::Deadlock)?;
+                    let at = self.pool.advance(&self.sim).ok_or(SimError::Deadlock)?;
                     // A jump of the clock is progress too, for the watchdog.
                     self.progress.moves.fetch_add(1, Relaxed);
                     if at > self.time_limit {
@@ -335,7 +335,7 @@ impl Simulation {
     /// assert_eq!(run(8), run(8));
     /// ```
     pub fn fingerprint(&self) -> u64 {
-        self.context.fingerprint()
+        self.sim.fingerprint()
     }
 
     /// Keeps (or stops keeping) every decision from now on, for [`take_log`](Self::take_log).
@@ -350,7 +350,7 @@ impl Simulation {
     /// assert!(!sim.take_log().is_empty());
     /// ```
     pub fn keep_log(&mut self, keep: bool) {
-        self.context.keep_log.set(keep);
+        self.sim.keep_log.set(keep);
     }
 
     /// The decisions kept so far, in order (see [`keep_log`](Self::keep_log)); the log is
@@ -361,7 +361,7 @@ impl Simulation {
     /// assert!(sim.take_log().is_empty());
     /// ```
     pub fn take_log(&mut self) -> Vec<Decision> {
-        self.context.take_log()
+        self.sim.take_log()
     }
 
     /// The simulation's live tasks with their async stacks, as text: what a failure report
@@ -374,7 +374,7 @@ impl Simulation {
     /// assert!(sim.dump().starts_with("1 live task(s)"));
     /// ```
     pub fn dump(&self) -> String {
-        self.pool.dump(&self.context)
+        self.pool.dump(&self.sim)
     }
 }
 

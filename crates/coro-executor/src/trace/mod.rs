@@ -9,9 +9,9 @@
 
 //!
 //! One concept per file: `frame` (a frame of a stack), `cell` (a task's trace cell),
-//! `publish` (attaching a cell, publishing where the task suspends), `snapshot` (copies for
+//! `publish` (attaching a cell, publishing where the task suspends), `task_snapshot` (copies for
 //! dumps); `name` is a frame's compact name; `stats` the per-task counters for consoles and
-//! their on/off switch; `wait` what a suspended task waits on, and `slot` its encoding in the
+//! their on/off switch; `wait` what a suspended task waits on, and `wait_slot` its encoding in the
 //! task's header. Frames and cells are plain data, below the task layer (`crate::task`, whose
 //! header points at a cell); publication and snapshots work on tasks, above it.
 
@@ -21,10 +21,10 @@ mod frame;
 mod loom_publish;
 mod name;
 mod publish;
-mod slot;
-mod snapshot;
 mod stats;
+mod task_snapshot;
 mod wait;
+mod wait_slot;
 
 pub use crate::pool::{PoolCensus, census};
 pub use crate::task::{TaskHeader, TaskState};
@@ -34,17 +34,17 @@ pub use frame::Frame;
 pub use publish::{
     attach, attach_owned, current_task_id, note_relinked, publish_suspension, without_publishing,
 };
-#[cfg(not(coro_untraced))]
-pub(crate) use slot::poll_starts;
-pub use snapshot::{TaskSnapshot, snapshot_tasks};
-pub(crate) use snapshot::{snapshot_list, snapshot_of};
 pub(crate) use stats::{PollStart, StatsBlock, TaskStats, is_mark, set_worker_index, spawn_mark};
 pub use stats::{
     REQUEST_KEEPS_ON, StatsGuard, collect_stats, request_stats, stats_clock_slack, stats_enabled,
 };
+pub use task_snapshot::{TaskSnapshot, snapshot_tasks};
+pub(crate) use task_snapshot::{snapshot_list, snapshot_of};
 pub use wait::{
     LockKind, WaitOn, WaitRegistration, begin_wait, end_wait, wait_on, wait_until_polled,
 };
+#[cfg(not(coro_untraced))]
+pub(crate) use wait_slot::poll_starts;
 
 // What the files share, for their `use super::*`.
 use crate::loom::sync::Mutex;

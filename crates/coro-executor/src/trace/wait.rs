@@ -16,7 +16,7 @@
 //! task that returned `Pending` from there waits on it. Such waits of one poll count as one
 //! registration, marked in the slot, which the next poll start removes (`poll_starts`).
 
-use super::slot::{
+use super::wait_slot::{
     ARG_MAX, ARG_SHIFT, COUNT_MASK, COUNT_ONE, KIND_MASK, OTHER, SLOT_SHIFT, TIMER, UNTIL_POLLED,
     add_one, remove_one,
 };

@@ -3,7 +3,7 @@
 //! - `state`: the shared flag and reaction list, and the run-outside-the-lock protocol;
 //! - `token`: [`CancellationSource`], [`CancellationToken`] and `merge`;
 //! - `callback`: [`CancellationCallback`];
-//! - `wait`: the [`CancellationToken::cancelled`] future;
+//! - `cancelled`: the [`CancellationToken::cancelled`] future;
 //! - `cancellable`: [`cancellable`] and [`safe_point`], which use the current task's token;
 //! - `detach`: [`detach_on_cancel`], which stops waiting on cancellation and lets the
 //!   operation finish on its own;
@@ -12,21 +12,21 @@
 
 mod callback;
 mod cancellable;
+mod cancelled;
 mod detach;
 mod outcome;
 mod state;
 mod token;
-mod wait;
 
 #[cfg(all(test, loom))]
 mod loom_cancel;
 
 pub use callback::CancellationCallback;
 pub use cancellable::{Cancellable, cancellable, safe_point};
+pub use cancelled::WaitForCancellation;
 pub use detach::{DetachOnCancel, detach_on_cancel};
 pub use outcome::CancelledOutcome;
 pub use token::{CancellationSource, CancellationToken};
-pub use wait::WaitForCancellation;
 
 use std::fmt;
 

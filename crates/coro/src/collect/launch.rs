@@ -28,7 +28,7 @@ use super::children::Failure;
 use super::slot::ChildSlots;
 use crate::cancel::CancellationToken;
 use crate::task::context::{TaskContext, current_context, enter_context};
-use crate::task::root::{RootBody, spawn_root};
+use crate::task::spawn_root::{RootBody, spawn_root};
 use crate::trace::Frame;
 use crate::trace::frame_chain::{continue_into_unpublished, inside_frame};
 use crate::trace::root_trace::{RootTrace, without_publishing};

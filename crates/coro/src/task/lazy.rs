@@ -92,7 +92,7 @@ unsafe fn drop_body<U: ?Sized>(body: NonNull<U>) {
 }
 
 /// A future with a frame and the context it inherits: the body of every `Task` (boxed). (A
-/// spawned plain future keeps the same two beside it instead, in its root: `root.rs`.)
+/// spawned plain future keeps the same two beside it instead, in its root: `spawn_root.rs`.)
 pub(crate) struct Framed<F: ?Sized> {
     frame: FrameNode,
     /// Before the task starts: only its own token, if `with_cancellation` gave it one. From

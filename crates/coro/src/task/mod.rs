@@ -2,7 +2,7 @@
 //!
 //! - `lazy`: [`Task`], lazy and run inline by its awaiter, and `Framed`, its body;
 //! - `with_executor`: [`TaskWithExecutor`], a task bound to an executor (two hops);
-//! - `root`: what a task runs as when spawned on an executor;
+//! - `spawn_root`: what a task runs as when spawned on an executor;
 //! - `spawn`: `spawn`, `spawn_blocking`, `yield_now`, `current_executor`,
 //!   `current_cancellation_token`;
 //! - `block_wait`: waiting from synchronous code;
@@ -14,8 +14,8 @@ mod block_wait;
 pub(crate) mod context;
 mod lazy;
 mod recycle;
-pub(crate) mod root;
 mod spawn;
+pub(crate) mod spawn_root;
 mod stack;
 mod with_executor;
 

@@ -3,7 +3,7 @@
 
 use super::context::{self, with_context};
 use super::lazy::Task;
-use super::root::{spawn_framed, spawn_root};
+use super::spawn_root::{spawn_framed, spawn_root};
 use crate::cancel::CancellationToken;
 use crate::trace::root_trace::RootTrace;
 use coro_executor::{ExecutorHandle, JoinHandle};

@@ -1,7 +1,7 @@
 //! [`TaskWithExecutor`]: a task bound to an executor (folly's `scheduleOn`).
 
 use super::lazy::Task;
-use super::root::{RootBody, spawn_root};
+use super::spawn_root::{RootBody, spawn_root};
 use crate::trace::Frame;
 use crate::trace::frame_chain::continue_into;
 use crate::trace::root_trace::RootTrace;

@@ -6,9 +6,9 @@
 //! travels back); otherwise the server's end goes to the listener's backlog and the client's
 //! end is ready one more latency later (the SYN-ACK).
 
+use super::flow::Flow;
 use super::host;
 use super::listener::Backlog;
-use super::pipe::Pipe;
 use super::stream::SimStream;
 use super::world::{self, Protocol};
 use std::io;
@@ -62,7 +62,7 @@ pub(crate) async fn connect(addr: SocketAddr) -> io::Result<SimStream> {
     };
     let local = SocketAddr::new(world::address(me), world::ephemeral(Protocol::Tcp, me)?);
     let remote = SocketAddr::new(world::address(to), addr.port());
-    let (up, down) = (Pipe::new(me, to), Pipe::new(to, me));
+    let (up, down) = (Flow::new(me, to), Flow::new(to, me));
     let accepted = SimStream::new(remote, local, up.clone(), down.clone());
     if let Err(accepted) = backlog.push(accepted) {
         drop(accepted);

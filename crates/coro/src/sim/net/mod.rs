@@ -2,15 +2,15 @@
 //! instead of opening OS sockets (see the [`sim` guide](crate::sim#a-simulated-network)).
 //!
 //! Map: `world` (the run's hosts, partitions, settings, bound ports and delivery timers),
-//! `host` (the host a task runs on), `pipe` (one direction of a TCP connection), `stream` (a
+//! `host` (the host a task runs on), `flow` (one direction of a TCP connection), `stream` (a
 //! connection's end), `connect` (opening a connection), `listener` (a listening port), `udp`
 //! (a UDP socket), `control` (the public functions below).
 
 pub(crate) mod connect;
 mod control;
+mod flow;
 pub(crate) mod host;
 pub(crate) mod listener;
-mod pipe;
 pub(crate) mod stream;
 pub(crate) mod udp;
 pub(crate) mod world;

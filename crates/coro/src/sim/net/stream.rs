@@ -1,9 +1,9 @@
 //! [`SimStream`]: one end of a simulated TCP connection.
 //!
-//! Rule: a connection is two [`Pipe`]s, one per direction; an end reads from one and writes to
+//! Rule: a connection is two [`Flow`]s, one per direction; an end reads from one and writes to
 //! the other. Dropping an end shuts both its directions, as closing a socket does.
 
-use super::pipe::Pipe;
+use super::flow::Flow;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
@@ -15,8 +15,8 @@ use std::task::{Context, Poll};
 pub(crate) struct SimStream {
     local: SocketAddr,
     peer: SocketAddr,
-    rx: Arc<Pipe>,
-    tx: Arc<Pipe>,
+    rx: Arc<Flow>,
+    tx: Arc<Flow>,
 }
 
 impl SimStream {
@@ -24,8 +24,8 @@ impl SimStream {
     pub(super) fn new(
         local: SocketAddr,
         peer: SocketAddr,
-        rx: Arc<Pipe>,
-        tx: Arc<Pipe>,
+        rx: Arc<Flow>,
+        tx: Arc<Flow>,
     ) -> SimStream {
         SimStream {
             local,

@@ -10,7 +10,7 @@
 //! async-task's):
 //! 1. coro (`task/spawn.rs`) finds the current executor (`task/context.rs`, else the engine's
 //!    `ExecutorHandle::with_current_pool`) and builds what the task needs beside its future,
-//!    its root (`task/root.rs`: the executor for a non-pool task, the trace cell, the frame
+//!    its root (`task/spawn_root.rs`: the executor for a non-pool task, the trace cell, the frame
 //!    with its name and location, the captured context: cancellation token and task-locals).
 //!    It hands the root and a pointer to the future to the engine's `ExecutorHandle::spawn_root`.
 //! 2. The engine (`executor.rs`, here) makes the header (`task/header.rs`: id block, owner
@@ -20,7 +20,7 @@
 //!    runs during the spawn.
 //! 3. Then it lists the built task (`task/list.rs`): under the shard's lock, only a slot is
 //!    taken, named in the header (the task's entry) and the header published in it.
-//! 4. The task is queued on the spawning worker (`worker.rs`), which wakes another if none is
+//! 4. The task is queued on the spawning worker (`worker/mod.rs`), which wakes another if none is
 //!    searching (`idle.rs`, `park.rs`).
 //! 5. First poll: async-task's `run` polls `Tracked` (`task/runnable.rs`: current task and
 //!    state, `task/current.rs`; panics caught, `task/panic.rs`), which polls the future through

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::ptr;
 
 /// One simulation's state, owned by its driver and lent to this thread while it runs.
-pub(crate) struct Context {
+pub(crate) struct SimState {
     pub(crate) seed: u64,
     rng: RefCell<fastrand::Rng>,
     log: RefCell<Vec<Decision>>,
@@ -30,12 +30,12 @@ pub(crate) struct Context {
 
 coro_loom::thread_local_const! {
     /// The simulation running on this thread, if any.
-    static CURRENT: Cell<*const Context> = Cell::new(ptr::null());
+    static CURRENT: Cell<*const SimState> = Cell::new(ptr::null());
 }
 
-impl Context {
-    pub(crate) fn new(seed: u64, log_stacks: bool) -> Context {
-        Context {
+impl SimState {
+    pub(crate) fn new(seed: u64, log_stacks: bool) -> SimState {
+        SimState {
             seed,
             rng: RefCell::new(fastrand::Rng::with_seed(seed)),
             log: RefCell::new(Vec::new()),
@@ -87,9 +87,9 @@ impl Context {
     }
 }
 
-/// Makes `context` this thread's simulation until the guard drops; it must outlive the guard.
-pub(crate) fn enter(context: &Context) -> Entered {
-    let previous = CURRENT.with(|c| c.replace(context));
+/// Makes `sim` this thread's simulation until the guard drops; it must outlive the guard.
+pub(crate) fn enter(sim: &SimState) -> Entered {
+    let previous = CURRENT.with(|c| c.replace(sim));
     assert!(
         previous.is_null(),
         "a coro simulation is already running on this thread: simulations do not nest"
@@ -108,11 +108,11 @@ impl Drop for Entered {
 
 /// Runs `f` with this thread's simulation, if one runs here.
 #[inline]
-pub(crate) fn with<R>(f: impl FnOnce(&Context) -> R) -> Option<R> {
-    let context = CURRENT.try_with(Cell::get).ok()?;
-    // SAFETY: `CURRENT` is set only by `enter`, whose caller keeps the context alive until the
+pub(crate) fn with<R>(f: impl FnOnce(&SimState) -> R) -> Option<R> {
+    let sim = CURRENT.try_with(Cell::get).ok()?;
+    // SAFETY: `CURRENT` is set only by `enter`, whose caller keeps the sim alive until the
     // guard clears it again; `f` runs within this call, on this thread.
-    unsafe { context.as_ref() }.map(f)
+    unsafe { sim.as_ref() }.map(f)
 }
 
 /// Whether a simulation runs on this thread: one thread-local read.
@@ -124,5 +124,5 @@ pub(crate) fn is_active() -> bool {
 /// A seeded draw for `what` inside a simulation, `None` outside.
 #[inline]
 pub(crate) fn draw(what: &'static str) -> Option<u64> {
-    with(|context| context.draw(what))
+    with(|sim| sim.draw(what))
 }

@@ -1,4 +1,4 @@
-//! [`Pipe`]: one direction of a simulated TCP connection.
+//! [`Flow`]: one direction of a simulated TCP connection.
 //!
 //! Rule: written bytes go in flight as a segment due at now + a seeded latency, but never
 //! before the segment ahead of it (TCP is ordered). A delivery is a timer at that instant: it
@@ -42,24 +42,24 @@ struct State {
 }
 
 /// One direction of a connection, from host `from` to host `to`.
-pub(crate) struct Pipe {
+pub(crate) struct Flow {
     from: usize,
     to: usize,
     state: Mutex<State>,
 }
 
-impl std::fmt::Debug for Pipe {
+impl std::fmt::Debug for Flow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pipe")
+        f.debug_struct("Flow")
             .field("from", &self.from)
             .field("to", &self.to)
             .finish_non_exhaustive()
     }
 }
 
-impl Pipe {
-    pub(crate) fn new(from: usize, to: usize) -> Arc<Pipe> {
-        Arc::new(Pipe {
+impl Flow {
+    pub(crate) fn new(from: usize, to: usize) -> Arc<Flow> {
+        Arc::new(Flow {
             from,
             to,
             state: Mutex::new(State::default()),
@@ -208,7 +208,7 @@ impl Pipe {
     }
 }
 
-impl Held for Pipe {
+impl Held for Flow {
     fn hosts(&self) -> (usize, usize) {
         (self.from, self.to)
     }
