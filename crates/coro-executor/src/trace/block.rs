@@ -11,8 +11,8 @@
 //! (`trace/loom_stats.rs` checks this against a snapshot on another thread).
 //!
 //! Why recycle: the tasks of a fan-out (many tasks that each suspend once) each made a block:
-//! an allocation and a free each, more than the counting itself costs, and the frees, on
-//! another thread than the allocation, contended on the allocator's locks (`benches/README.md`,
+//! an allocation and a free each, more than the counting itself costs, made and freed on
+//! different workers at once, which contended on the allocator's locks (`benches/README.md`,
 //! "The console"). A thread keeps up to
 //! [`SPARES_MAX`] blocks, which a suspension on that thread takes back; it keeps none once the
 //! statistics are off (the next block handed back frees the thread's spares), and frees them
@@ -37,8 +37,8 @@ pub(crate) struct StatsBlock {
 /// How many spare blocks a thread keeps at most: 1 MiB of them, kept only while statistics are
 /// on. Blocks are made on the thread that polls a task and handed back on the one that drops
 /// it, often another worker: with a small cap most of a large fan-out's blocks went back to the
-/// allocator, whose frees of another thread's memory contend on that thread's arena lock (a
-/// futex call per contended free; the measurements are in `benches/README.md`, "The console").
+/// allocator, which contended on its arena locks, used from both workers at once (futex calls;
+/// the measurements are in `benches/README.md`, "The console").
 const SPARES_MAX: usize = 16384;
 
 /// A thread's spare blocks: a list linked through their `cell` words.
