@@ -326,8 +326,8 @@ pub(crate) struct TaskStats {
     worker: ModelU32,
 }
 
-/// What a poll's guard keeps of the counting it began ([`TaskHeader::count_poll_start`]
-/// (crate::task::TaskHeader), ended by `count_poll_end`), in two words, as the guard keeps them
+/// What a poll's guard keeps of the counting it began (`TaskHeader::count_poll_start` in
+/// `task/header.rs`, ended by `count_poll_end`), in two words, as the guard keeps them
 /// across the poll: `word` is null for a poll not counted (statistics were off as it started),
 /// the task's trace word for a poll counted in the task's block (tagged as one: the header
 /// reads it), or else the time the first counted poll of a task without a block began (a
