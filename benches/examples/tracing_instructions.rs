@@ -21,6 +21,7 @@
 //! | `engine_spawn` | `spawn`, as `spawn` does, on the executor itself (plain futures) | 1,000 spawns |
 //! | `engine_yield` | `yield`, as `yield` does, on the executor itself (plain futures) | 10,000 polls |
 //! | `boxed_chain` | `chain` with `Pin<Box<dyn Future>>` levels: the reference a Task level is measured against | 1,000 levels |
+//! | `fanout` | spawn 1,000 tasks that each await one `SharedPromise`, fulfil it, await them (`user_path`'s `fanout_10k` in small: each task suspends once) | 1,000 tasks |
 //!
 //! With `CORO_STATS=1` in the environment, the run holds `collect_stats()` (the per-poll
 //! statistics of an attached console on): with and without it, the counts tell what the
@@ -33,7 +34,7 @@
 use coro::Task;
 
 /// Operations per round, by shape (the unit `tracing_cost.py` divides by).
-const SHAPES: [(&str, u64); 7] = [
+const SHAPES: [(&str, u64); 8] = [
     ("spawn", 1_000),
     ("yield", 10_000),
     ("chain", 1_000),
@@ -41,6 +42,7 @@ const SHAPES: [(&str, u64); 7] = [
     ("engine_spawn", 1_000),
     ("engine_yield", 10_000),
     ("boxed_chain", 1_000),
+    ("fanout", 1_000),
 ];
 
 /// `chain` with boxed futures for levels (what `user_path`'s `task_chain` runs on the peers).
@@ -110,6 +112,24 @@ async fn round(shape: &str) {
             for handle in handles {
                 handle.await.expect("a yielding task cannot fail");
             }
+        }
+        "fanout" => {
+            let promise = coro::sync::SharedPromise::<u64>::new();
+            let handles: Vec<_> = (0..1_000)
+                .map(|_| {
+                    let value = promise.get_future();
+                    coro::spawn(async move { value.await.expect("fulfilled below") })
+                })
+                .collect();
+            // Every waiter runs (and suspends) before the value is set: the worker polls them
+            // while this task waits for the first.
+            coro::yield_now().await;
+            promise.set_value(1).expect("fulfilled once");
+            let mut sum = 0;
+            for handle in handles {
+                sum += handle.await.expect("a waiter cannot fail");
+            }
+            assert_eq!(sum, 1_000);
         }
         "boxed_chain" => {
             assert_eq!(boxed_chain(999).await, 999);

@@ -4,7 +4,7 @@
 use super::header::TaskHeader;
 #[cfg(not(coro_untraced))]
 use super::header::{RUNNING, SUSPENDED};
-use crate::trace::PollStart;
+use crate::trace::PollCount;
 use std::cell::Cell;
 use std::ptr;
 #[cfg(not(coro_untraced))]
@@ -25,7 +25,7 @@ pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
     let stats = if crate::trace::stats_enabled() {
         header.count_poll_start()
     } else {
-        PollStart::NONE
+        PollCount::OFF
     };
     // The waits of the previous poll's `wait_until_polled` end as this one starts.
     let word = crate::trace::poll_starts(header.state.load(Relaxed));
@@ -47,7 +47,7 @@ pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
     Running {
         header,
         prev: ptr::null(),
-        stats: PollStart::NONE,
+        stats: PollCount::OFF,
         pending: false,
     }
 }
@@ -56,7 +56,7 @@ pub(crate) fn enter(header: &TaskHeader) -> Running<'_> {
 pub(crate) struct Running<'a> {
     header: &'a TaskHeader,
     prev: *const TaskHeader,
-    stats: PollStart,
+    stats: PollCount,
     /// The poll returned `Pending` (see [`Running::suspends`]).
     pending: bool,
 }
@@ -74,9 +74,7 @@ impl Running<'_> {
 impl Drop for Running<'_> {
     #[inline]
     fn drop(&mut self) {
-        if self.stats.counted() {
-            self.header.count_poll_end(self.stats, self.pending);
-        }
+        self.header.count_poll_end(self.stats, self.pending);
         // Release: the stack this poll published is seen by whoever sees it suspended.
         self.header
             .set_state_release(self.header.state.load(Relaxed), SUSPENDED);

@@ -7,12 +7,12 @@
 //! here rather than in the task's future so that a task is listed after it is built: nothing
 //! of a spawner's runs under the list's lock. The task as a whole is no larger for it.) What a console counts per
 //! task (`trace/stats.rs`) lives in a block outside the task, reached through the trace
-//! pointer's tag, and exists only for tasks spawned or polled while statistics were on. What a
+//! pointer's tag, and exists only for tasks that suspended while statistics were on. What a
 //! task waits on shares the state word: it must be known at all times (a deadlock that formed
 //! before anyone looked is still one), and the state byte left 56 bits of padding.
 
 use super::owner::OwnerRef;
-use crate::trace::{OwnedCell, PollStart, StatsBlock, TaskStats, TraceCell};
+use crate::trace::{FirstPoll, OwnedCell, PollCount, StatsBlock, TaskStats, TraceCell};
 use std::cell::Cell;
 use std::fmt;
 use std::ptr;
@@ -174,7 +174,7 @@ impl TaskHeader {
         {
             let word = self.state.load(Relaxed);
             if crate::trace::stats_enabled() {
-                self.count_schedule(word & STATE != SCHEDULED);
+                self.count_schedule();
             }
             self.set_state(word, SCHEDULED);
         }
@@ -277,68 +277,115 @@ impl TaskHeader {
         }
     }
 
-    /// The task's statistics, if it has a block (spawned or polled while they were on).
+    /// The task's statistics, if it has a block (it suspended while they were on).
     #[inline]
     pub(crate) fn stats(&self) -> Option<&TaskStats> {
         // Acquire: pairs with the `Release` that installed the block (a snapshot's read; the
         // pollers and schedulers are ordered after the install by async-task already).
-        let block = Self::block_of(self.trace.load(Acquire))?;
-        // SAFETY: a block, once installed, lives as long as the header (freed by its drop).
-        Some(&unsafe { block.as_ref() }.stats)
+        self.block_stats(Acquire)
     }
 
-    /// Counts a schedule of the task (statistics are on): out of line, one call, so that the
-    /// schedule path stays small while they are off.
-    #[inline(never)]
-    fn count_schedule(&self, woken: bool) {
-        if let Some(stats) = self.stats() {
-            stats.on_scheduled(woken);
+    /// The statistics in the block that `word`, the trace word, is tagged with, if it is.
+    #[inline]
+    fn stats_of(&self, word: *mut TraceCell) -> Option<&TaskStats> {
+        // Branches on the tag alone (an `Option` of the block's address would be tested for
+        // null as well, once more per poll and schedule).
+        if word.addr() & STATS_BLOCK == 0 {
+            return None;
+        }
+        let block = word.map_addr(|a| a & !STATS_BLOCK).cast::<StatsBlock>();
+        // SAFETY: the tag is set only on the address of an installed block (`install_block`),
+        // which lives as long as the header (handed back by its drop), and `self` borrows it.
+        Some(&unsafe { &*block }.stats)
+    }
+
+    /// The statistics in the task's block, if it has one, reading the trace word with `order`.
+    #[inline]
+    fn block_stats(&self, order: Ordering) -> Option<&TaskStats> {
+        self.stats_of(self.trace.load(order))
+    }
+
+    /// Counts a schedule of the task (statistics are on): inline, a few instructions; nothing
+    /// for a task without a block (one spawned while they are on is marked at its spawn).
+    #[inline]
+    fn count_schedule(&self) {
+        // Relaxed: the block was installed at the end of a poll, which async-task orders before
+        // this schedule of the task.
+        if let Some(stats) = self.block_stats(Relaxed) {
+            stats.on_scheduled();
         }
     }
 
     /// Counts the start of a poll on this thread (statistics are on); what it returns goes to
     /// [`count_poll_end`](Self::count_poll_end). A task without a block is marked running
     /// since now in its `last` word (see `trace/stats.rs`, `mark`).
-    #[inline(never)]
-    pub(crate) fn count_poll_start(&self) -> PollStart {
-        match Self::block_of(self.trace.load(Relaxed)) {
-            // SAFETY: a block, once installed, lives as long as the header (freed by its drop).
-            Some(block) => unsafe { block.as_ref() }.stats.poll_started(),
-            None => PollStart::first(&self.last),
-        }
-    }
-
-    /// Counts the end of the poll [`count_poll_start`](Self::count_poll_start) counted, which
-    /// returned `Pending` if `pending`. A task without a block gets one when it suspends: one
-    /// that finishes in its first poll never allocates one.
-    #[inline(never)]
-    pub(crate) fn count_poll_end(&self, start: PollStart, pending: bool) {
-        // Relaxed: only this thread (polling the task) installs a block.
+    #[inline]
+    pub(crate) fn count_poll_start(&self) -> PollCount {
+        // Relaxed: only the thread polling the task installs a block, and async-task orders
+        // this poll after the one that did.
         let word = self.trace.load(Relaxed);
-        if let Some(block) = Self::block_of(word) {
-            // SAFETY: a block, once installed, lives as long as the header (freed by its drop).
-            unsafe { block.as_ref() }.stats.poll_ended(start);
-        } else if pending {
-            let block = StatsBlock::after_first_poll(word, start);
-            // Release: a snapshot that sees the block sees the cell pointer moved into it.
-            self.trace
-                .store(block.as_ptr().map_addr(|a| a | STATS_BLOCK).cast(), Release);
-            // The running mark is the block's business now (a mark in `last` only makes the next
-            // publication compare the whole stack, as `UNKNOWN` does).
-            if crate::trace::is_mark(self.last.load(Relaxed)) {
-                self.last.store(UNKNOWN, Relaxed);
+        match self.stats_of(word) {
+            Some(stats) => {
+                stats.poll_started();
+                PollCount::in_block(word)
             }
+            None => PollCount::first(&self.last),
         }
     }
 
+    /// Counts the end of the poll that [`count_poll_start`](Self::count_poll_start) began (or
+    /// nothing, for one begun while statistics were off), which returned `Pending` if
+    /// `pending`. A task without a block gets one when it suspends: one that finishes in its
+    /// first poll never needs one.
+    #[inline]
+    pub(crate) fn count_poll_end(&self, count: PollCount, pending: bool) {
+        if !count.counted() {
+            return;
+        }
+        match self.stats_of(count.trace_word()) {
+            Some(stats) => stats.poll_ended(),
+            None if pending => {
+                let (at, spawned) = count.first_poll();
+                self.install_block(at, spawned);
+            }
+            None => {}
+        }
+    }
+
+    /// Gives the task, whose first counted poll (begun at `at`; `spawned` as in
+    /// [`PollCount::first_poll`]) just returned `Pending`, its block. Out of line: once per task.
+    /// Only the thread polling the task calls it (`count_poll_end`, and the models in
+    /// `trace/loom_stats.rs`).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn install_block(&self, at: u64, spawned: u64) {
+        // Relaxed: only this thread (polling the task) writes the trace word now.
+        let word = self.trace.load(Relaxed);
+        let now = crate::trace::tick();
+        let block = StatsBlock::for_first_poll(word, &FirstPoll { at, spawned, now });
+        // Release: a snapshot that sees the block sees its counters set and the cell pointer
+        // moved into it (and none of what the block held for a task before, see
+        // `trace/block.rs`).
+        self.trace
+            .store(block.as_ptr().map_addr(|a| a | STATS_BLOCK).cast(), Release);
+        // The running mark is the block's business now (a mark in `last` only makes the next
+        // publication compare the whole stack, as `UNKNOWN` does).
+        if crate::trace::is_mark(self.last.load(Relaxed)) {
+            self.last.store(UNKNOWN, Relaxed);
+        }
+    }
+
+    /// The block `word` (the trace word) points at, if it is tagged as one.
+    #[inline]
     fn block_of(word: *mut TraceCell) -> Option<ptr::NonNull<StatsBlock>> {
         if word.addr() & STATS_BLOCK == 0 {
             return None;
         }
-        ptr::NonNull::new(word.map_addr(|a| a & !STATS_BLOCK).cast())
+        let block = word.map_addr(|a| a & !STATS_BLOCK).cast::<StatsBlock>();
+        // SAFETY: the tag is set only on the address of a block (`install_block`), never null.
+        Some(unsafe { ptr::NonNull::new_unchecked(block) })
     }
 }
-
 /// The tag of [`TaskHeader::trace`] for a cell the header owns (cells are 8-aligned, so the
 /// bit is free).
 pub(crate) const OWNED_CELL: usize = 1;
@@ -354,7 +401,8 @@ pub(crate) const OWNED_CELL: usize = 1;
 /// poll, on the thread that polled it): most tasks of a spawn-heavy service finish in their
 /// first poll, and a block made at the spawn cost those a second allocation (and a cache line
 /// moved to the worker that polls it). A block stays until the task ends: freeing it when
-/// statistics go off would race with a snapshot reading it.
+/// statistics go off would race with a snapshot reading it. Then it goes to the spares of the
+/// thread that drops the task, for the next task that suspends there (`trace/block.rs`).
 pub(crate) const STATS_BLOCK: usize = 2;
 
 impl Drop for TaskHeader {
@@ -362,10 +410,13 @@ impl Drop for TaskHeader {
         // A load rather than `get_mut`, which the models' pointer lacks; nothing races a drop.
         let mut tagged = self.trace.load(Relaxed);
         if let Some(block) = Self::block_of(tagged) {
-            // SAFETY: a block came from `Box::leak` (`StatsBlock::after_first_poll`)
-            // and only this drop frees it; the task is gone, so no snapshot reads it any more.
-            let block = unsafe { Box::from_raw(block.as_ptr()) };
-            tagged = block.cell.load(Relaxed);
+            // SAFETY: a block is installed by `install_block` (from `StatsBlock::for_first_poll`)
+            // and handed back only by this drop, which runs once; the task is gone, so no
+            // snapshot reads it any more.
+            let block_ref = unsafe { block.as_ref() };
+            tagged = block_ref.cell.load(Relaxed);
+            // SAFETY: as above: from `for_first_poll`, nobody's now, handed back once.
+            unsafe { StatsBlock::hand_back(block) };
         }
         if tagged.addr() & OWNED_CELL != 0 {
             // SAFETY: a tagged pointer is the first field of an `OwnedCell` that came from

@@ -10,15 +10,19 @@
 //!
 //! One concept per file: `frame` (a frame of a stack), `cell` (a task's trace cell),
 //! `publish` (attaching a cell, publishing where the task suspends), `task_snapshot` (copies for
-//! dumps); `name` is a frame's compact name; `stats` the per-task counters for consoles and
-//! their on/off switch; `wait` what a suspended task waits on, and `wait_slot` its encoding in the
+//! dumps); `name` is a frame's compact name; `stats` the per-task counters for consoles,
+//! their on/off switch and their clock, `block` the block outside the task that holds them;
+//! `wait` what a suspended task waits on, and `wait_slot` its encoding in the
 //! task's header. Frames and cells are plain data, below the task layer (`crate::task`, whose
 //! header points at a cell); publication and snapshots work on tasks, above it.
 
+mod block;
 mod cell;
 mod frame;
 #[cfg(all(test, any(loom, shuttle)))]
 mod loom_publish;
+#[cfg(all(test, any(loom, shuttle)))]
+mod loom_stats;
 mod name;
 mod publish;
 mod stats;
@@ -28,13 +32,16 @@ mod wait_slot;
 
 pub use crate::pool::{PoolCensus, census};
 pub use crate::task::{TaskHeader, TaskState};
+pub(crate) use block::StatsBlock;
 pub(crate) use cell::OwnedCell;
 pub use cell::TraceCell;
 pub use frame::Frame;
 pub use publish::{
     attach, attach_owned, current_task_id, note_relinked, publish_suspension, without_publishing,
 };
-pub(crate) use stats::{PollStart, StatsBlock, TaskStats, is_mark, set_worker_index, spawn_mark};
+pub(crate) use stats::{
+    FirstPoll, PollCount, TaskStats, is_mark, set_worker_index, spawn_mark, tick,
+};
 pub use stats::{
     REQUEST_KEEPS_ON, StatsGuard, collect_stats, request_stats, stats_clock_slack, stats_enabled,
 };

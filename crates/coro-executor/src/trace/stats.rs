@@ -1,9 +1,10 @@
 //! [`TaskStats`]: what is counted about a task for a console (polls, time busy and queued,
-//! wakes, when it entered its state), in a [`StatsBlock`] outside the task, and the switch
-//! that turns the per-poll counting on only while someone looks.
+//! when it entered its state, where it runs), the switch that turns the per-poll counting on
+//! only while someone looks, and the clock it counts with. The block that holds a task's
+//! counters, and how blocks are recycled, is `block.rs`.
 //!
 //! Rule: while nobody has asked for statistics recently, a poll costs one relaxed load of
-//! [`ENABLED`] more than without them (the guard of the poll keeps what it read), and a
+//! `CLOCK.enabled` more than without them (the guard of the poll keeps what it read), and a
 //! schedule one more; no task has a block, so the tasks are no bigger. While they are on, a
 //! task gets its block when it suspends (installed by its header: see `task/header.rs`,
 //! `STATS_BLOCK`); until then a time [`mark`] in its header says since when it has been queued
@@ -11,33 +12,56 @@
 //! zero counters. The thread that polls or schedules a task writes
 //! its counters with plain loads and stores: async-task runs a task's poll and its schedule
 //! function one at a time, with its own state atomics ordering one before the next, so each
-//! counter has one writer at a time. Readers (snapshots) may see a counter one event behind.
+//! counter has one writer at a time. Readers (snapshots) may see a counter one event off.
+//!
+//! What a poll and a wake do while statistics are on is kept to what the verdicts and the
+//! counters need, all inline: a schedule stores the time it was queued; a poll's start adds the
+//! time queued, counts the poll and notes its worker; its end adds the time busy. Wakes are not
+//! counted where they happen: every poll but a task's first counted one follows a wake, so
+//! wakes are the counted polls less one, plus one while the task is queued again.
 //!
 //! Times are nanoseconds since a process-wide epoch ([`now`]); a `since` older than the moment
 //! the statistics were last switched on is stale (written in an earlier period, or never) and
 //! reads as unknown, so that a task that changed state while nobody counted is never reported
 //! as stuck since then.
 //!
-//! Polls and schedules read the time from [`TICK`], a clock that a thread of its own (started
-//! while the statistics are on, gone when they go off) advances every millisecond: one relaxed
-//! load, where reading the OS clock costs about 75 ns on a virtual machine, more than a whole
-//! poll of a small task. Busy and queued times are therefore sums of the ticks each poll or
-//! wait spans: over many polls an unbiased estimate of the real time (as a sampling profiler's),
-//! while one short poll counts 0 or 1 ms. The same ticker switches the statistics off once
-//! nobody holds them and the last request has expired.
+//! Polls and schedules read the time from `CLOCK.tick`, a clock that a thread of its own (started
+//! while the statistics are on, gone when they go off) advances every [`TICK_EVERY`], in
+//! multiples of [`TICK_UNIT`]: one relaxed load, where reading the OS clock costs about 75 ns on
+//! a virtual machine, more than a whole poll of a small task. Busy and queued times are
+//! therefore sums of the ticks each poll or wait spans: over many polls an unbiased estimate of
+//! the real time (as a sampling profiler's), while one short poll counts 0 or one tick. The same
+//! ticker switches the statistics off once nobody holds them and the last request has expired.
 
 use super::TraceCell;
+use crate::loom::sync::atomic::{AtomicU32 as ModelU32, AtomicU64 as ModelU64};
 use std::cell::Cell;
-use std::ptr::NonNull;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::time::{Duration, Instant};
 
-/// Whether per-poll statistics are being collected. The only thing a poll reads while they
-/// are off.
-static ENABLED: AtomicBool = AtomicBool::new(false);
-/// [`now`] when the statistics were last switched on (see the module doc).
-static ON_SINCE: AtomicU64 = AtomicU64::new(u64::MAX);
+/// The switch and the clock, side by side: what polls and schedules read.
+struct Clock {
+    /// Whether per-poll statistics are being collected. The only thing a poll reads while they
+    /// are off.
+    enabled: AtomicBool,
+    /// [`now`] as of the ticker's last tick, rounded down to a [`TICK_UNIT`] (see the module
+    /// doc); 0 before the first. Only ever raised (`fetch_max`), so that a time read from it
+    /// after another (ordered after it) is never earlier.
+    tick: AtomicU64,
+    /// [`now`] when the statistics were last switched on (see the module doc), rounded down
+    /// to a [`TICK_UNIT`] as `tick` is.
+    on_since: AtomicU64,
+}
+
+/// One static rather than three: code inlined into another crate (a task's poll is
+/// monomorphised there) reaches a static through its address in the global offset table, one
+/// more load per static; one address serves the switch, the tick and the period's start.
+static CLOCK: Clock = Clock {
+    enabled: AtomicBool::new(false),
+    tick: AtomicU64::new(0),
+    on_since: AtomicU64::new(u64::MAX),
+};
 /// [`now`] until which a recent [`request_stats`] keeps the statistics on.
 static REQUESTED_UNTIL: AtomicU64 = AtomicU64::new(0);
 /// Live [`StatsGuard`]s (attached consoles): while there is one, the statistics stay on.
@@ -54,24 +78,40 @@ pub(crate) fn set_worker_index(index: usize) {
     WORKER.with(|w| w.set(index as u32 + 1));
 }
 
+/// This thread's worker index plus one (0: not a worker), as [`WORKER`] holds it.
+#[inline]
+fn worker() -> u32 {
+    WORKER.with(Cell::get)
+}
+
 /// How long a [`request_stats`] (a snapshot) keeps the statistics on.
 pub const REQUEST_KEEPS_ON: Duration = Duration::from_secs(10);
 
-/// [`now`] as of the ticker's last tick (see the module doc); 0 before the first.
-static TICK: AtomicU64 = AtomicU64::new(0);
-/// How late the ticker's ticks have been: the longest gap between two ticks, decaying by one
-/// part in 65,536 each tick (to 86% after ten seconds). A time read from [`TICK`] may be this
-/// much older than the moment it stands for.
+/// The resolution of the statistics' clock: every time `CLOCK.tick` holds is a multiple of it
+/// (2^20 ns, about a millisecond), so that a time [`mark`] is the time with its flag and its
+/// worker or'ed into the bits below.
+pub(crate) const TICK_UNIT: u64 = 1 << 20;
+
+/// How late the ticker's ticks have been: the longest gap between a tick and the time the
+/// tick before it stands for, decaying by one part in 65,536 each tick (to 86% after ten
+/// seconds at one tick a millisecond). A time read from `CLOCK.tick` may be this much older than
+/// the moment it stands for.
 static SLACK: AtomicU64 = AtomicU64::new(0);
 /// Whether the ticker thread runs.
 static TICKING: AtomicBool = AtomicBool::new(false);
 /// The ticker's period.
 const TICK_EVERY: Duration = Duration::from_millis(1);
 
-/// [`now`] to the last millisecond: what polls and schedules read.
+/// `ns` rounded down to a [`TICK_UNIT`].
 #[inline]
-fn tick() -> u64 {
-    TICK.load(Relaxed)
+fn in_units(ns: u64) -> u64 {
+    ns & !(TICK_UNIT - 1)
+}
+
+/// [`now`] to the last tick: what polls and schedules read.
+#[inline]
+pub(crate) fn tick() -> u64 {
+    CLOCK.tick.load(Relaxed)
 }
 
 /// Starts the ticker thread unless it runs. It ticks while the statistics are on, switches them
@@ -80,21 +120,21 @@ fn start_ticker() {
     if TICKING.swap(true, SeqCst) {
         return;
     }
-    TICK.store(now(), Relaxed);
+    CLOCK.tick.fetch_max(in_units(now()), Relaxed);
     let started = std::thread::Builder::new()
         .name("coro-stats-clock".into())
         .spawn(|| {
             loop {
                 let now = now();
-                let gap = now.saturating_sub(TICK.swap(now, Relaxed));
+                let gap = now.saturating_sub(CLOCK.tick.fetch_max(in_units(now), Relaxed));
                 let slack = SLACK.load(Relaxed);
                 SLACK.store(gap.max(slack - slack / 65_536), Relaxed);
                 if HOLDERS.load(SeqCst) == 0 && now > REQUESTED_UNTIL.load(SeqCst) {
-                    ENABLED.store(false, SeqCst);
+                    CLOCK.enabled.store(false, SeqCst);
                     TICKING.store(false, SeqCst);
                     // Switched on again meanwhile by someone who saw the ticker running: keep
                     // ticking for them.
-                    if ENABLED.load(SeqCst) && !TICKING.swap(true, SeqCst) {
+                    if CLOCK.enabled.load(SeqCst) && !TICKING.swap(true, SeqCst) {
                         continue;
                     }
                     return;
@@ -105,13 +145,13 @@ fn start_ticker() {
     if started.is_err() {
         // No thread for the clock: the statistics stay off (nothing would advance it).
         TICKING.store(false, SeqCst);
-        ENABLED.store(false, SeqCst);
+        CLOCK.enabled.store(false, SeqCst);
     }
 }
 
 /// How much older than the moment it stands for a time the statistics recorded may be (the
-/// ticker's recent lateness, at least its period): verdicts about how long a task has been in
-/// its state subtract it, so that a late tick never makes a task look stuck.
+/// ticker's recent lateness, at least its period and unit): verdicts about how long a task has
+/// been in its state subtract it, so that a late tick never makes a task look stuck.
 ///
 /// ```
 /// let _stats = coro_executor::trace::collect_stats();
@@ -119,16 +159,18 @@ fn start_ticker() {
 /// ```
 pub fn stats_clock_slack() -> Duration {
     // A ticker that has not run for a while (starved of CPU) is late by at least that long now.
-    let late_now = now().saturating_sub(TICK.load(Relaxed));
-    Duration::from_nanos(SLACK.load(Relaxed).max(late_now)).max(TICK_EVERY)
+    let late_now = now().saturating_sub(CLOCK.tick.load(Relaxed));
+    Duration::from_nanos(SLACK.load(Relaxed).max(late_now))
+        .max(TICK_EVERY + Duration::from_nanos(TICK_UNIT))
 }
 
-/// Nanoseconds since the process-wide epoch (the first call); never 0 (0 means unknown).
+/// Nanoseconds since the process-wide epoch (the first call), plus one [`TICK_UNIT`]: never
+/// below it, so that no time, rounded to the clock's unit, is 0 (which means unknown).
 #[inline]
 pub(crate) fn now() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     let epoch = *EPOCH.get_or_init(Instant::now);
-    (epoch.elapsed().as_nanos() as u64).max(1)
+    (epoch.elapsed().as_nanos() as u64).saturating_add(TICK_UNIT)
 }
 
 /// The [`Instant`] of a [`now`] value.
@@ -163,7 +205,7 @@ pub(crate) fn ns_of(instant: Instant) -> u64 {
 /// ```
 #[inline]
 pub fn stats_enabled() -> bool {
-    ENABLED.load(Relaxed)
+    CLOCK.enabled.load(Relaxed)
 }
 
 /// Turns per-poll statistics on for the next [`REQUEST_KEEPS_ON`] (what a snapshot does): polls,
@@ -180,11 +222,11 @@ pub fn request_stats() {
 }
 
 fn switch_on(now: u64) {
-    if !ENABLED.load(SeqCst) {
-        // ON_SINCE first: a transition that sees ENABLED reads a later time (see module doc).
-        ON_SINCE.store(now, SeqCst);
-        TICK.store(now, SeqCst);
-        ENABLED.store(true, SeqCst);
+    if !CLOCK.enabled.load(SeqCst) {
+        // `on_since` first: a transition that sees `enabled` reads a later time (see module doc).
+        CLOCK.on_since.store(in_units(now), SeqCst);
+        CLOCK.tick.fetch_max(in_units(now), SeqCst);
+        CLOCK.enabled.store(true, SeqCst);
     }
     start_ticker();
 }
@@ -215,72 +257,25 @@ impl Drop for StatsGuard {
     }
 }
 
-/// A task's statistics and, in its stead, the task's trace pointer (see `task/header.rs`):
-/// allocated for a task spawned or polled while statistics are on, freed with the task.
-#[derive(Debug)]
-pub(crate) struct StatsBlock {
-    pub(crate) stats: TaskStats,
-    /// The attached cell, with its ownership tag, as the header would hold it.
-    pub(crate) cell: AtomicPtr<TraceCell>,
-}
-
-impl StatsBlock {
-    /// The block of a task whose first counted poll (begun at `start`, see
-    /// [`PollStart::first`]) just returned `Pending`, holding `cell`: that poll counted.
-    pub(crate) fn after_first_poll(cell: *mut TraceCell, start: PollStart) -> NonNull<StatsBlock> {
-        let now = tick();
-        // Its spawn time, if it was marked at its spawn (then it was queued since, until this
-        // poll): counted if statistics were on since then (a mark of an earlier period is not
-        // this period's time, see the module doc).
-        let spawned = start.queued_since;
-        let queued = if spawned != 0 && spawned >= ON_SINCE.load(Relaxed) {
-            start.at.saturating_sub(spawned)
-        } else {
-            0
-        };
-        let block = Box::new(StatsBlock {
-            stats: TaskStats {
-                // The mark rounded the spawn time up: a unit less is at or before it (an age
-                // errs long, as one read from the tick does, and is never below the busy time).
-                created: AtomicU64::new(
-                    spawned
-                        .saturating_sub(1 << MARK_UNIT_SHIFT)
-                        .max(u64::from(spawned != 0)),
-                ),
-                polls: AtomicU64::new(1),
-                busy: AtomicU64::new(now.saturating_sub(start.at)),
-                queued: AtomicU64::new(queued),
-                since: AtomicU64::new(now),
-                worker: AtomicU32::new(WORKER.with(Cell::get)),
-                ..TaskStats::default()
-            },
-            cell: AtomicPtr::new(cell),
-        });
-        NonNull::from(Box::leak(block))
-    }
-}
-
-/// A time mark, for a task without a [`StatsBlock`] while statistics are on, in its header's
-/// `last` word: the top bit set (no user-space address has it, so publication never takes a
-/// mark for the frame it last published, and treats it as "compare the whole stack"), the time
-/// in units of 2^20 ns (about a millisecond, the tick's own resolution; rounded up, so a time
-/// in a state read from a mark errs short, never raising a verdict early), and the worker that
-/// set it (its index plus one, 0 for none, as [`WORKER`]). Set at the spawn (queued since then)
+/// A time mark, for a task without a block while statistics are on, in its header's `last`
+/// word: the top bit set (no user-space address has it, so publication never takes a mark for
+/// the frame it last published, and treats it as "compare the whole stack"), a time read from
+/// `CLOCK.tick` (a multiple of [`TICK_UNIT`]), and in the bits below the unit the worker that set
+/// it (its index plus one, 0 for none, as [`WORKER`]). Set at the spawn (queued since then)
 /// and at the start of its first counted poll (running since then, on that worker): what
 /// `Starving`, `LongPoll` and a worker's current task need of a task that never suspended,
 /// without allocating anything for the many tasks that finish in their first poll. Needs
 /// 64-bit words.
 #[inline]
-pub(crate) fn mark(at: u64, worker: u32) -> usize {
-    let units = at.div_ceil(1 << MARK_UNIT_SHIFT);
-    (MARK | (units << MARK_WORKER_BITS) | u64::from(worker & MARK_WORKER_MASK)) as usize
+fn mark(at: u64, worker: u32) -> usize {
+    (MARK | at | u64::from(worker & MARK_WORKER_MASK)) as usize
 }
 
 /// The time of a [`mark`], if `last` is one.
 #[inline]
-pub(crate) fn mark_time(last: usize) -> Option<u64> {
+fn mark_time(last: usize) -> Option<u64> {
     let last = last as u64;
-    (last & MARK != 0).then_some(((last & !MARK) >> MARK_WORKER_BITS) << MARK_UNIT_SHIFT)
+    (last & MARK != 0).then_some(last & !MARK & !u64::from(MARK_WORKER_MASK))
 }
 
 /// The worker of a [`mark`] (as [`WORKER`]), if `last` is one.
@@ -297,9 +292,8 @@ pub(crate) fn is_mark(last: usize) -> bool {
 }
 
 const MARK: u64 = 1 << 63;
-const MARK_UNIT_SHIFT: u32 = 20;
-const MARK_WORKER_BITS: u32 = 23;
-const MARK_WORKER_MASK: u32 = (1 << MARK_WORKER_BITS) - 1;
+/// The bits of a [`mark`] below its time: its worker.
+const MARK_WORKER_MASK: u32 = (TICK_UNIT - 1) as u32;
 
 /// The `last` word of a task being spawned: a [`mark`] of now while statistics are on, else
 /// `unknown`.
@@ -312,100 +306,178 @@ pub(crate) fn spawn_mark(unknown: usize) -> usize {
     }
 }
 
-/// Per-task statistics, in the task's [`StatsBlock`]. See the module doc for who writes what.
-#[derive(Debug, Default)]
+/// Per-task statistics, in the task's block (`block.rs`). See the module doc for who writes
+/// what. The model's atomics (`crate::loom`): a block is recycled from task to task, and the
+/// models check that a snapshot never sees the counters of the block's previous task.
+#[derive(Debug)]
 pub(crate) struct TaskStats {
     /// [`now`] at the spawn, if the statistics were on then; else the first snapshot that saw
     /// the task sets it (so ages are lower bounds for tasks spawned while nobody looked).
-    created: AtomicU64,
-    polls: AtomicU64,
+    created: ModelU64,
+    /// Polls started while the statistics were on.
+    polls: ModelU64,
     /// Nanoseconds inside polls, summed.
-    busy: AtomicU64,
+    busy: ModelU64,
     /// Nanoseconds queued (scheduled, not yet polled), summed.
-    queued: AtomicU64,
-    /// Times the task was woken (scheduled again after a poll).
-    wakes: AtomicU64,
-    /// [`now`] when the task entered its current state (queued, running, suspended).
-    since: AtomicU64,
+    queued: ModelU64,
+    /// [`tick`] when the task entered its current state (queued, running, suspended).
+    since: ModelU64,
     /// The worker polling it (index plus one; 0: not a pool worker), set as a poll starts.
-    worker: AtomicU32,
+    worker: ModelU32,
 }
 
-/// What a poll's guard keeps: whether it counts, when it started, and for a task without a
-/// block, when it was spawned (its spawn [`mark`]; 0 if unknown).
+/// What a poll's guard keeps of the counting it began (`TaskHeader::count_poll_start` in
+/// `task/header.rs`, ended by `count_poll_end`), in two words, as the guard keeps them
+/// across the poll: `word` is null for a poll not counted (statistics were off as it started),
+/// the task's trace word for a poll counted in the task's block (tagged as one: the header
+/// reads it), or else the time the first counted poll of a task without a block began (a
+/// [`tick`], a nonzero multiple of [`TICK_UNIT`], so no tag), with `spawned` the time of the
+/// task's spawn [`mark`] (0: unknown). Should that first poll suspend, the task gets a block
+/// that counts it. (A tick read as 0, before the clock's first, leaves that poll uncounted.)
 #[derive(Clone, Copy)]
-pub(crate) struct PollStart {
-    at: u64,
-    queued_since: u64,
+pub(crate) struct PollCount {
+    /// A pointer, so that a block's address keeps its provenance; a time is one without.
+    word: *mut TraceCell,
+    spawned: u64,
 }
 
-impl PollStart {
-    /// A poll that is not counted.
-    #[allow(dead_code)]
-    pub(crate) const NONE: PollStart = PollStart {
-        at: 0,
-        queued_since: 0,
+impl PollCount {
+    /// A poll not counted.
+    pub(crate) const OFF: PollCount = PollCount {
+        word: std::ptr::null_mut(),
+        spawned: 0,
     };
+
+    /// A poll counted in the block that `trace_word`, the task's trace word, is tagged with.
+    #[inline]
+    pub(crate) fn in_block(trace_word: *mut TraceCell) -> PollCount {
+        PollCount {
+            word: trace_word,
+            spawned: 0,
+        }
+    }
+
+    /// The start of a counted poll of a task without a block, whose header's `last` word is
+    /// `last`: takes its spawn mark, if any, and marks it running since now on this worker.
+    #[inline]
+    pub(crate) fn first(last: &std::sync::atomic::AtomicUsize) -> PollCount {
+        let at = tick();
+        let spawned = mark_time(last.load(Relaxed)).unwrap_or(0);
+        last.store(mark(at, worker()), Relaxed);
+        PollCount {
+            word: std::ptr::without_provenance_mut(at as usize),
+            spawned,
+        }
+    }
 
     /// Whether the poll is counted.
     #[inline]
     pub(crate) fn counted(self) -> bool {
-        self.at != 0
+        !self.word.is_null()
     }
 
-    /// The start of a counted poll of a task without a block, whose header's `last` word is
-    /// `last`: takes its spawn mark, if any, and marks it running since now.
+    /// The task's trace word, for a poll counted in its block (see the type's doc).
     #[inline]
-    pub(crate) fn first(last: &AtomicUsize) -> PollStart {
-        let at = tick();
-        let queued_since = mark_time(last.load(Relaxed)).unwrap_or(0);
-        last.store(mark(at, WORKER.with(Cell::get)), Relaxed);
-        PollStart { at, queued_since }
+    pub(crate) fn trace_word(self) -> *mut TraceCell {
+        self.word
+    }
+
+    /// For the first counted poll of a task without a block: when it began, and when the task
+    /// was spawned (0: unknown).
+    #[inline]
+    pub(crate) fn first_poll(self) -> (u64, u64) {
+        (self.word.addr() as u64, self.spawned)
     }
 }
 
+/// The values a block starts with, for the first counted poll of its task, begun at `at`
+/// and just ended at `now`; `spawned` as in [`PollCount::first_poll`].
+pub(crate) struct FirstPoll {
+    pub(crate) at: u64,
+    pub(crate) spawned: u64,
+    pub(crate) now: u64,
+}
+
 impl TaskStats {
-    /// The task was scheduled (statistics are on): spawned, or woken if `woken` (it was
-    /// polled before).
-    #[inline]
-    pub(crate) fn on_scheduled(&self, woken: bool) {
-        if woken {
-            self.wakes.store(self.wakes.load(Relaxed) + 1, Relaxed);
+    /// Counters all zero, for a block just allocated (see [`start`](Self::start)).
+    pub(crate) fn zero() -> TaskStats {
+        TaskStats {
+            created: ModelU64::new(0),
+            polls: ModelU64::new(0),
+            busy: ModelU64::new(0),
+            queued: ModelU64::new(0),
+            since: ModelU64::new(0),
+            worker: ModelU32::new(0),
         }
+    }
+
+    /// Sets every counter of a block (new or recycled) for the task whose first counted poll
+    /// `poll` was: that poll counted, and its time queued since its spawn if it was marked
+    /// then and statistics were on since (a mark of an earlier period is not this period's
+    /// time, see the module doc). Before the block is installed, by the thread that owns it.
+    pub(crate) fn start(&self, poll: &FirstPoll) {
+        let spawned = poll.spawned;
+        let queued = if spawned != 0 && spawned >= CLOCK.on_since.load(Relaxed) {
+            poll.at - spawned
+        } else {
+            0
+        };
+        // Its spawn time, if it was marked at its spawn: the mark holds a tick, at or before
+        // the spawn (an age errs long, as one read from the tick does, and is never below the
+        // busy time).
+        self.created.store(spawned, Relaxed);
+        self.polls.store(1, Relaxed);
+        self.busy.store(poll.now - poll.at, Relaxed);
+        self.queued.store(queued, Relaxed);
+        self.since.store(poll.now, Relaxed);
+        self.worker.store(worker(), Relaxed);
+    }
+
+    /// The task was scheduled (statistics are on): queued since now.
+    #[inline]
+    pub(crate) fn on_scheduled(&self) {
         self.since.store(tick(), Relaxed);
     }
 
-    /// A poll starts (statistics are on); what it returns goes to
-    /// [`poll_ended`](Self::poll_ended).
+    /// A poll starts (statistics are on): the time since the task was queued, if it was while
+    /// they were on, is its time queued. Ends with [`poll_ended`](Self::poll_ended).
     #[inline]
-    pub(crate) fn poll_started(&self) -> PollStart {
+    pub(crate) fn poll_started(&self) {
         let now = tick();
         let since = self.since.load(Relaxed);
-        if since >= ON_SINCE.load(Relaxed) && since <= now {
-            self.queued
-                .store(self.queued.load(Relaxed) + (now - since), Relaxed);
+        // Most waits end within the tick they began in: nothing to add, and `since` says now
+        // already.
+        if since != now {
+            if since >= CLOCK.on_since.load(Relaxed) {
+                // `since` was read from `CLOCK.tick` before this load of it (by the schedule, or the
+                // end of the last poll), ordered before it by async-task: `CLOCK.tick` only grows,
+                // so `now > since`.
+                self.queued
+                    .store(self.queued.load(Relaxed) + (now - since), Relaxed);
+            }
+            self.since.store(now, Relaxed);
         }
-        self.since.store(now, Relaxed);
-        self.worker.store(WORKER.with(Cell::get), Relaxed);
-        PollStart {
-            at: now,
-            queued_since: 0,
-        }
-    }
-
-    /// The poll that [`poll_started`](Self::poll_started) began (and counted) returned.
-    #[inline]
-    pub(crate) fn poll_ended(&self, start: PollStart) {
-        let start = start.at;
-        let now = tick();
-        self.busy
-            .store(self.busy.load(Relaxed) + now.saturating_sub(start), Relaxed);
         self.polls.store(self.polls.load(Relaxed) + 1, Relaxed);
-        self.since.store(now, Relaxed);
+        self.worker.store(worker(), Relaxed);
     }
 
-    /// A copy for a snapshot taken at `now`.
-    pub(crate) fn read(&self, now: u64) -> StatsCopy {
+    /// The poll that [`poll_started`](Self::poll_started) began returned: its time busy is
+    /// the time since it began.
+    #[inline]
+    pub(crate) fn poll_ended(&self) {
+        let now = tick();
+        // Set by `poll_started` on this thread, from `CLOCK.tick`, which only grows.
+        let started = self.since.load(Relaxed);
+        // Most polls end within the tick they began in: nothing to add, and `since` says now.
+        if started != now {
+            self.busy
+                .store(self.busy.load(Relaxed) + (now - started), Relaxed);
+            self.since.store(now, Relaxed);
+        }
+    }
+
+    /// A copy for a snapshot taken at `now`, of a task that is queued if `scheduled`.
+    pub(crate) fn read(&self, now: u64, scheduled: bool) -> StatsCopy {
         let mut created = self.created.load(Relaxed);
         if created == 0 {
             // Spawned while nobody counted: its age is counted from the first look.
@@ -415,13 +487,16 @@ impl TaskStats {
             };
         }
         let since = self.since.load(Relaxed);
+        let polls = self.polls.load(Relaxed);
         StatsCopy {
             age: Duration::from_nanos(now.saturating_sub(created)),
             in_state_for: in_state_for(since, now),
-            polls: self.polls.load(Relaxed),
+            polls,
             busy: Duration::from_nanos(self.busy.load(Relaxed)),
             queued: Duration::from_nanos(self.queued.load(Relaxed)),
-            wakes: self.wakes.load(Relaxed),
+            // A block counts from a poll: each later poll followed a wake, and a task queued
+            // again waits on one more (see the module doc).
+            wakes: polls.saturating_sub(1) + u64::from(scheduled && polls > 0),
             worker: (self.worker.load(Relaxed) as usize).checked_sub(1),
         }
     }
@@ -430,7 +505,7 @@ impl TaskStats {
 /// How long a task that entered its state at `since` has been in it at `now`, if `since` was
 /// recorded while statistics have been on (see the module doc).
 fn in_state_for(since: u64, now: u64) -> Option<Duration> {
-    (stats_enabled() && since >= ON_SINCE.load(Relaxed) && since <= now)
+    (stats_enabled() && since >= CLOCK.on_since.load(Relaxed) && since <= now)
         .then(|| Duration::from_nanos(now - since))
 }
 

@@ -222,7 +222,8 @@ impl TaskSnapshot {
         self.stats.age
     }
 
-    /// Polls counted while statistics were on ([`request_stats`](super::request_stats)).
+    /// Polls started while statistics were on ([`request_stats`](super::request_stats)), a
+    /// running task's current poll included.
     ///
     /// ```
     /// # use coro_executor::trace::{current_task_id, snapshot_tasks};
@@ -235,7 +236,7 @@ impl TaskSnapshot {
     /// }))
     /// .unwrap();
     /// // The first poll ended; the second is running.
-    /// assert!(me.polls() >= 1);
+    /// assert_eq!(me.polls(), 2);
     /// ```
     pub fn polls(&self) -> u64 {
         self.stats.polls
@@ -279,7 +280,8 @@ impl TaskSnapshot {
         self.stats.queued
     }
 
-    /// Wake-ups counted (schedules after a poll).
+    /// Wake-ups counted (schedules after a poll): every counted poll but the task's first
+    /// followed one, and a task queued again waits on one more.
     ///
     /// ```
     /// # use coro_executor::trace::{current_task_id, snapshot_tasks};
@@ -440,7 +442,7 @@ unsafe fn snapshot_at(header: &TaskHeader, now: u64) -> TaskSnapshot {
                 let last = header.last.load(Relaxed);
                 StatsCopy::of_mark(last, now, state == TaskState::Scheduled)
             },
-            |stats| stats.read(now),
+            |stats| stats.read(now, state == TaskState::Scheduled),
         ),
         waiting_on: super::wait::read_slot(header),
     }
