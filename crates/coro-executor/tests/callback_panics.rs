@@ -4,7 +4,7 @@
 //! hangs or leaks (every value is counted and dropped exactly once, every waker reference is
 //! released); each test's doc says where the panic surfaces; the pool keeps serving.
 //!
-//! Destructors of futures and outputs in general are `destructor_panics.rs`'s.
+//! Destructors of futures and outputs in general are `engine/destructor_panics.rs`'s.
 
 use coro_executor::time::{Sleep, sleep};
 use coro_executor::{Executor, ExecutorHandle, JoinError, JoinHandle, Runnable, ThreadPool};

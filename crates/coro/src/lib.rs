@@ -288,7 +288,7 @@
 //! | crate | on coro | how | shown by |
 //! |---|---|---|---|
 //! | hyper 1.x | native | `coro_hyper::serve`, `CoroIo`, `CoroExecutor`, `CoroTimer` | `crates/coro-hyper/tests/` |
-//! | hyper-util's client | native | `coro_hyper::client()` (feature `client`; https with `rustls`) | `crates/coro-hyper/tests/client.rs` |
+//! | hyper-util's client | native | `coro_hyper::client()` (feature `client`; https with `rustls`) | `crates/coro-hyper/tests/http/client.rs` |
 //! | tonic | native | server: routes served by `coro_hyper::serve` behind `coro_hyper::GrpcDeadline` (a client's deadline cancels the handler's token); client: `tonic::client::Grpc` over hyper-util's client on `CoroConnector` | `crates/coro-ecosystem-tests/tests/tonic.rs` |
 //! | tokio-postgres | native (`tokio-io`) | `Config::connect_raw(coro_stream, NoTls)`, the connection `spawn`ed; no `runtime` feature needed | `crates/coro-ecosystem-tests/tests/tokio_io.rs` |
 //! | tokio-rustls, anything on `TokioIo` | native (`tokio-io`) | pass a coro::net stream where a tokio stream is taken | `crates/coro-ecosystem-tests/tests/tokio_io.rs` (the traits) |

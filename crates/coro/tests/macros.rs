@@ -1,6 +1,6 @@
 //! The entry-point macros: `#[coro::test]`, `#[coro::task]`, and misuse as compile
 //! errors (trybuild cases in tests/ui; `select_*.rs` are `coro::select!`'s, whose behaviour is
-//! tested in tests/select.rs).
+//! tested in tests/api/select.rs).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -13,8 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-mod support;
-use support::{BoxFuture, CountDrop, SetOnDrop, ms, panic_message};
+use crate::support::{BoxFuture, CountDrop, SetOnDrop, ms, panic_message};
 
 fn flags(n: usize) -> Vec<Arc<AtomicBool>> {
     (0..n).map(|_| Arc::new(AtomicBool::new(false))).collect()

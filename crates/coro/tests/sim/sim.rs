@@ -13,6 +13,15 @@ fn message(payload: Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_default()
 }
 
+/// The full name of this file's test `name` in its test binary, as `--exact` wants it: the
+/// module path below the binary's root, then the function's name.
+fn test_name(name: &str) -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{name}"),
+        None => name.to_owned(),
+    }
+}
+
 /// The seed a failure report names.
 fn reported_seed(report: &str) -> u64 {
     let at = report
@@ -146,7 +155,10 @@ fn a_lost_update_is_found_within_100_seeds_and_its_seed_replays_it() {
     );
     // ...and through the environment, in a fresh process running a range without that seed.
     let child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "lost_update_under_the_seed_of_the_environment"])
+        .args([
+            "--exact",
+            &test_name("lost_update_under_the_seed_of_the_environment"),
+        ])
         .args(["--ignored", "--nocapture", "--test-threads=1"])
         .env("CORO_SIM_SEED", seed.to_string())
         .output()
@@ -313,7 +325,7 @@ fn a_poll_that_never_returns_is_reported_with_the_seed_and_the_stacks() {
     let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "stuck_in_one_poll",
+            &test_name("stuck_in_one_poll"),
             "--ignored",
             "--test-threads=1",
         ])

@@ -1,6 +1,6 @@
 //! HTTP/2 with prior knowledge: many concurrent streams on one connection.
 
-mod common;
+use crate::common;
 
 use common::{Server, get, http2_client, read, within};
 use hyper::{StatusCode, Version};

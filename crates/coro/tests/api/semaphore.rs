@@ -2,8 +2,7 @@
 //! `Mutex` and `Baton`. Queue order is checked deterministically by polling futures by hand with
 //! wakers that record who was woken; multi-threaded stresses check the invariants under load.
 
-mod support;
-
+use crate::support::{noting_suspension, wait_until};
 use coro::cancel::{CancellationSource, Cancelled, cancellable};
 use coro::executor::ManualExecutor;
 use coro::sync::{Baton, Mutex, Semaphore};
@@ -14,7 +13,6 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
-use support::{noting_suspension, wait_until};
 
 /// Records which waiters were woken, in order.
 #[derive(Clone, Default)]

@@ -10,8 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-mod support;
-use support::{TIMEOUT, wait};
+use crate::support::{TIMEOUT, wait};
 
 /// Polls `cond` until it holds or `limit` passes; fails the test, naming `what`, if it never does.
 fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {

@@ -1,6 +1,6 @@
 //! HTTP/1.1: keep-alive on one connection, and several connections at once.
 
-mod common;
+use crate::common;
 
 use common::{Server, get, http1_client, read, within};
 use hyper::{StatusCode, Version};

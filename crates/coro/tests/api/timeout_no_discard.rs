@@ -2,8 +2,7 @@
 //! operation's token is cancelled and the operation awaited; its own result is kept unless it
 //! ends cancelled, which alone gives `Err(Elapsed)`.
 
-mod support;
-
+use crate::support::{CountDrop, ms};
 use coro::cancel::CancelledOutcome;
 use coro::cancel::{CancellationCallback, CancellationSource, Cancelled, cancellable};
 use coro::time::{Elapsed, sleep, timeout_no_discard};
@@ -11,7 +10,6 @@ use coro::{Task, ThreadPool, block_wait};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
-use support::{CountDrop, ms};
 
 /// Sleeps on the executor's own timer, which does not watch the cancellation token.
 async fn uncancellable_sleep(d: Duration) {

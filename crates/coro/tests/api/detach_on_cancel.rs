@@ -2,15 +2,13 @@
 //! as soon as its token fires, and the operation runs to completion detached on its executor,
 //! its future and output dropped once when it ends.
 
-mod support;
-
+use crate::support::{CountDrop, SetOnDrop, ms, panic_message, wait_until};
 use coro::cancel::{CancellationSource, Cancelled, detach_on_cancel};
 use coro::time::{Elapsed, timeout_no_discard};
 use coro::{Task, ThreadPool, block_wait};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
-use support::{CountDrop, SetOnDrop, ms, panic_message, wait_until};
 
 /// What a test operation lets the test observe: that it started, that it reached its end, and
 /// how often its future and its output were dropped.

@@ -2,8 +2,7 @@
 //! its body runs; a random start per poll (fair) unless `biased;`; `default` when nothing is
 //! ready; refuted patterns and false preconditions disable branches; `else` when all are.
 
-mod support;
-
+use crate::support::{CountDrop, ms, panic_message};
 use coro::{Task, ThreadPool, block_wait};
 use futures::StreamExt;
 use futures::channel::{mpsc, oneshot};
@@ -11,7 +10,6 @@ use std::cell::Cell;
 use std::future::{pending, ready};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use support::{CountDrop, ms, panic_message};
 
 /// Never completes; counts into `drops` when dropped (polled or not).
 fn pending_counted(drops: &Arc<AtomicUsize>) -> impl Future<Output = u32> + Send + 'static {

@@ -1,8 +1,7 @@
 //! Retrying: `retry::retry_n` (folly's retryN) and `retry::retry_with_backoff`
 //! (folly's retryWithExponentialBackoff), after folly's RetryTest, behaviour by behaviour.
 
-mod support;
-
+use crate::support::{BoxFuture, CountDrop, ms};
 use coro::cancel::CancellationSource;
 use coro::retry::{Backoff, retry_n, retry_with_backoff};
 use coro::time::{Elapsed, sleep, timeout};
@@ -10,7 +9,6 @@ use coro::{Task, current_cancellation_token};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::{BoxFuture, CountDrop, ms};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Failure {

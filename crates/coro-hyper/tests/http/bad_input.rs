@@ -1,7 +1,7 @@
 //! Bad input on the wire: garbage, oversized headers, silent and half-silent clients, and
 //! thousands of idle connections. None of them may disturb a normal request.
 
-mod common;
+use crate::common;
 
 use common::{Server, get_once, raw, read_until_closed, within};
 use futures::AsyncWriteExt;

@@ -2,7 +2,7 @@
 //! a certificate made at test time; an untrusted certificate refused by the default roots; and a
 //! graceful shutdown that does not wait on a client stuck in its handshake.
 
-mod common;
+use crate::common;
 
 use common::{Server, io_error_in_chain, raw, read_any, read_until_closed, tls_configs, within};
 use coro_hyper::{CoroConnector, client_builder};

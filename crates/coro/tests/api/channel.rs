@@ -1,8 +1,7 @@
 //! `coro::channel`: ordering, waiting, rendezvous, closing, cancel safety (a value is delivered
 //! exactly once or given back), MPMC stress with random cancellation, and the oneshot.
 
-mod support;
-
+use crate::support::{CountDrop, ms};
 use coro::cancel::{CancellationSource, Cancelled, cancellable};
 use coro::channel::{self, RecvError, SendError, TryRecvError, TrySendError};
 use futures::StreamExt;
@@ -11,7 +10,6 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::task::{Context, Poll, Waker};
-use support::{CountDrop, ms};
 
 fn poll_once<F: Future + ?Sized>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
     fut.poll(&mut Context::from_waker(Waker::noop()))

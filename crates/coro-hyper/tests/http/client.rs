@@ -2,7 +2,7 @@
 //! many tasks at once, and the errors a caller can meet (a refused connect, a bad URI, a
 //! connect cancelled by the task's token).
 
-mod common;
+use crate::common;
 
 use common::{Server, io_error_in_chain, read_any, within};
 use coro::cancel::{CancellationSource, CancelledOutcome};

@@ -12,8 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-mod support;
-use support::TIMEOUT;
+use crate::support::TIMEOUT;
 
 /// Awaits `handle` on a helper thread; fails the test, naming `what`, if it hangs.
 fn wait<T: Send + 'static>(what: &str, handle: JoinHandle<T>) -> Result<T, JoinError> {

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-mod support;
+use crate::support;
 use support::{CountDrop, ms, panic_message, wait_until};
 
 fn counter() -> Arc<AtomicUsize> {

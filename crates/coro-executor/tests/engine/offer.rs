@@ -9,8 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-mod support;
-use support::{TIMEOUT, wait, wait_until};
+use crate::support::{TIMEOUT, wait, wait_until};
 
 /// An offer of one job; records the thread of every `take` and whether one got the job.
 #[derive(Default)]

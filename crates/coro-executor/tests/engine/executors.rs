@@ -18,8 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::ThreadId;
 
-mod support;
-use support::{TIMEOUT, wait};
+use crate::support::{TIMEOUT, wait};
 
 /// Receives from `rx`, sending on `pending_tx` once `rx` has returned `Pending` (so its waker is
 /// registered and a later send is a wake-up).

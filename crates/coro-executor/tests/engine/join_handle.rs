@@ -10,8 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-mod support;
-use support::{TIMEOUT, wait, wait_until};
+use crate::support::{TIMEOUT, wait, wait_until};
 
 /// Sends `()` when dropped.
 struct SendOnDrop(mpsc::Sender<()>);

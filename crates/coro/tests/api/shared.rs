@@ -2,8 +2,7 @@
 //! (`Task::shared`): fan-out, broken promises, per-waiter executors, run-once computations,
 //! panics, cancellation and executor shutdown.
 
-mod support;
-
+use crate::support::{SetOnDrop, noting_suspension, panic_message, wait_until};
 use coro::cancel::{CancellationSource, Cancelled, cancellable};
 use coro::executor::ManualExecutor;
 use coro::sync::{Baton, BrokenPromise, PromiseAlreadySatisfied, SharedPromise};
@@ -15,7 +14,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
-use support::{SetOnDrop, noting_suspension, panic_message, wait_until};
 
 /// A waker that counts its wakes.
 #[derive(Default)]

@@ -12,8 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-mod support;
-use support::{TIMEOUT, wait, wait_until};
+use crate::support::{TIMEOUT, wait, wait_until};
 
 /// Counts its own drop in `counts[slot]`.
 struct Guard {

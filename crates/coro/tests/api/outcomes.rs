@@ -3,7 +3,7 @@
 //! (collectAllTryWindowed): every child's outcome is kept, a panic is a value, and nothing is
 //! leaked or left running.
 
-mod support;
+use crate::support;
 
 use coro::cancel::CancellationSource;
 use coro::time::sleep;

@@ -1,7 +1,7 @@
 //! Graceful shutdown: in-flight requests finish, idle connections close, the listener closes,
 //! `serve` returns `Ok`.
 
-mod common;
+use crate::common;
 
 use common::{SLOW, Server, get, http1_client, http2_client, read, read_until_closed, within};
 use hyper::StatusCode;
