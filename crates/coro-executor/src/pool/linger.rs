@@ -48,7 +48,7 @@ const SEARCH_LINGER: std::time::Duration = std::time::Duration::from_micros(50);
 const MODEL_PASSES: u32 = 2;
 
 /// The most quiet passes in a row a linger waits through, which a fresh worker starts with: a
-/// pass is a search and [`LINGER_PAUSES`] pause instructions, about 1 µs on a 2-core AMD EPYC,
+/// pass is a search and a pause (see [`pause`]), about 1 µs on a 2-core AMD EPYC,
 /// so that the 50 µs bound, not the patience, ends a linger that keeps paying. In the models,
 /// `MODEL_PASSES`.
 #[cfg(not(any(loom, shuttle)))]
@@ -56,8 +56,8 @@ pub(super) const MAX_PATIENCE: u32 = 64;
 #[cfg(any(loom, shuttle))]
 pub(super) const MAX_PATIENCE: u32 = MODEL_PASSES;
 
-/// Pause instructions after each pass: the passes read the other workers' queue ends and next
-/// slots, lines their owners write on every wake-up.
+/// Pause instructions after a pass (see [`pause`]): the passes read the other workers' queue
+/// ends and next slots, lines their owners write on every wake-up.
 #[cfg(not(any(loom, shuttle)))]
 const LINGER_PAUSES: u32 = 32;
 
@@ -256,15 +256,39 @@ impl Linger {
     }
 }
 
-/// The pause after a pass. In a model, none: the passes' own atomic operations are the
-/// checker's switch points, and a yield there would hand the turn to the other threads after
-/// every pass, so that a linger could end before they moved only by preempting them at each
-/// pass, which a preemption bound of two leaves unexplored.
+/// The pause after a pass: [`LINGER_PAUSES`] pause instructions, and every
+/// [`YIELD_EVERY`]th time a `sched_yield` instead, which hands the CPU to another thread
+/// waiting for it on this core (a database's backend, a load generator, another process's
+/// worker) and returns at once when there is none. A linger of pause loops alone held its core
+/// for up to 50 µs while such a thread waited: a PostgreSQL client on 2 cores beside its server
+/// served fewer queries per second than tokio's, whose workers park at once (benches/README.md,
+/// "The linger yields"). A yield after every pass instead cost the pool's own shapes (a chain of
+/// spawns, an unbounded MPMC channel) a syscall per pass. In a model, no pause at all: the
+/// passes' own atomic operations are the checker's switch points, and a yield there would hand
+/// the turn to the other threads after every pass, so that a linger could end before they moved
+/// only by preempting them at each pass, which a preemption bound of two leaves unexplored.
 pub(super) fn pause() {
     #[cfg(not(any(loom, shuttle)))]
-    for _ in 0..LINGER_PAUSES {
-        std::hint::spin_loop();
+    if PAUSES.with(|n| {
+        n.set(n.get().wrapping_add(1));
+        n.get() % YIELD_EVERY == 0
+    }) {
+        std::thread::yield_now();
+    } else {
+        for _ in 0..LINGER_PAUSES {
+            std::hint::spin_loop();
+        }
     }
+}
+
+/// Every this many pauses of a thread's lingers, one yields the CPU (see [`pause`]).
+#[cfg(not(any(loom, shuttle)))]
+const YIELD_EVERY: u32 = 4;
+
+#[cfg(not(any(loom, shuttle)))]
+std::thread_local! {
+    /// This thread's pauses so far (wrapping): which of them yields.
+    static PAUSES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 #[cfg(all(test, not(any(loom, shuttle))))]
