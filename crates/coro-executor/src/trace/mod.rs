@@ -33,6 +33,7 @@ mod wait_slot;
 pub use crate::pool::{PoolCensus, census};
 pub use crate::task::{TaskHeader, TaskState};
 pub(crate) use block::StatsBlock;
+pub use block::spare_blocks;
 pub(crate) use cell::OwnedCell;
 pub use cell::TraceCell;
 pub use frame::Frame;
