@@ -415,7 +415,9 @@ impl Drop for TaskHeader {
             // snapshot reads it any more.
             let block_ref = unsafe { block.as_ref() };
             tagged = block_ref.cell.load(Relaxed);
-            // SAFETY: as above: from `for_first_poll`, nobody's now, handed back once.
+            // SAFETY: the block came from `StatsBlock::for_first_poll` (through `install_block`),
+            // nothing reads it any more (the task is gone, the cell pointer was read out above),
+            // and only this drop, which runs once, hands it back.
             unsafe { StatsBlock::hand_back(block) };
         }
         if tagged.addr() & OWNED_CELL != 0 {

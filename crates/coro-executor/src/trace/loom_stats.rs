@@ -82,7 +82,8 @@ fn loom_a_snapshot_never_sees_the_counters_a_recycled_block_held() {
             seen.polls()
         );
         poller.join().unwrap();
-        // SAFETY: as above; the poller is joined.
+        // SAFETY: the header lives in the `Arc` until both threads are done with it, and the
+        // poller, the only other thread, is joined.
         let after = unsafe { snapshot_of(&task) };
         assert_eq!(after.polls(), 1, "the new task's first poll, counted");
     });
