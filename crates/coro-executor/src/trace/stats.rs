@@ -164,35 +164,41 @@ pub fn stats_clock_slack() -> Duration {
         .max(TICK_EVERY + Duration::from_nanos(TICK_UNIT))
 }
 
+/// The process-wide epoch that [`now`] counts from: the first call's moment.
+#[inline]
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
 /// Nanoseconds since the process-wide epoch (the first call), plus one [`TICK_UNIT`]: never
 /// below it, so that no time, rounded to the clock's unit, is 0 (which means unknown).
 #[inline]
 pub(crate) fn now() -> u64 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    let epoch = *EPOCH.get_or_init(Instant::now);
-    (epoch.elapsed().as_nanos() as u64).saturating_add(TICK_UNIT)
+    ns_of(Instant::now())
 }
 
-/// The [`Instant`] of a [`now`] value.
+/// The [`Instant`] of a [`now`] value (the inverse of [`ns_of`]): arithmetic on the epoch, no
+/// clock read.
 pub(crate) fn instant_of(ns: u64) -> Instant {
-    let (here, now) = (Instant::now(), now());
-    if ns >= now {
-        here + Duration::from_nanos(ns - now)
-    } else {
-        here.checked_sub(Duration::from_nanos(now - ns))
-            .unwrap_or(here)
+    let epoch = epoch();
+    match ns.checked_sub(TICK_UNIT) {
+        Some(after) => epoch + Duration::from_nanos(after),
+        None => epoch
+            .checked_sub(Duration::from_nanos(TICK_UNIT - ns))
+            .unwrap_or(epoch),
     }
 }
 
-/// Nanoseconds since the epoch at `instant` (for deadlines), at least 1.
+/// The [`now`] value of `instant` (for deadlines), at least 1: arithmetic on the epoch, no
+/// clock read, so that naming a timer a task waits on costs no more than the timer.
 pub(crate) fn ns_of(instant: Instant) -> u64 {
-    let here = Instant::now();
-    let now = now();
-    if instant >= here {
-        now.saturating_add((instant - here).as_nanos() as u64)
-    } else {
-        now.saturating_sub((here - instant).as_nanos() as u64)
-            .max(1)
+    let epoch = epoch();
+    match instant.checked_duration_since(epoch) {
+        Some(after) => (after.as_nanos() as u64).saturating_add(TICK_UNIT),
+        None => TICK_UNIT
+            .saturating_sub((epoch - instant).as_nanos() as u64)
+            .max(1),
     }
 }
 
@@ -538,4 +544,42 @@ pub(crate) struct StatsCopy {
     pub(crate) in_state_for: Option<Duration>,
     /// The worker of its pool that last started polling it, if known.
     pub(crate) worker: Option<usize>,
+}
+
+#[cfg(all(test, not(any(loom, shuttle))))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_and_its_nanoseconds_convert_exactly_both_ways() {
+        let base = Instant::now();
+        for instant in [
+            base,
+            base + Duration::from_nanos(1),
+            base + Duration::from_secs(3600),
+            epoch(),
+        ] {
+            assert_eq!(instant_of(ns_of(instant)), instant);
+        }
+        for ns in [1, TICK_UNIT - 1, TICK_UNIT, TICK_UNIT + 12_345, 5 << 40] {
+            let instant = instant_of(ns);
+            // Instants before the process's epoch may not exist on this clock: then the epoch.
+            if ns >= TICK_UNIT || instant != epoch() {
+                assert_eq!(ns_of(instant), ns);
+            }
+        }
+    }
+
+    #[test]
+    fn now_and_the_nanoseconds_of_an_instant_agree() {
+        let before = now();
+        let at = ns_of(Instant::now());
+        let after = now();
+        assert!(before <= at && at <= after, "{before} {at} {after}");
+        assert!(at >= TICK_UNIT, "no time is below one unit: {at}");
+        let earlier = epoch().checked_sub(Duration::from_millis(1));
+        if let Some(earlier) = earlier {
+            assert_eq!(ns_of(earlier), TICK_UNIT - 1_000_000);
+        }
+    }
 }
