@@ -163,6 +163,16 @@ impl IoDriver {
         })
     }
 
+    /// Polls the OS without waiting, if no other thread holds the token (a busy worker's look
+    /// on its global-queue tick, the monitor's for neglected sockets), and then gives the wait
+    /// in the OS on: a worker that parked while this held the token sleeps without it, and is
+    /// woken to take it (see [`OsPoller::need_waiter`]).
+    pub(crate) fn poll_now(&self) {
+        if let Some(guard) = self.try_poll() {
+            guard.wait_now();
+        }
+    }
+
     /// Interrupts the thread waiting in [`PollGuard::wait`], or makes the next wait return at
     /// once.
     pub(crate) fn notify(&self) {
@@ -204,6 +214,14 @@ impl PollGuard<'_> {
     /// first if there are any, before any task is woken (an idle worker takes itself off the
     /// idle list there, so that the tasks it wakes land on a worker that counts as awake).
     /// Returns the number of sources made ready.
+    /// Polls without waiting, wakes the tasks of what it finds, and gives the token back, then
+    /// the wait in the OS on (see [`IoDriver::poll_now`]).
+    pub(crate) fn wait_now(self) {
+        let os = self.driver.os.clone();
+        self.wait(Some(Duration::ZERO), || {});
+        os.need_waiter();
+    }
+
     pub(crate) fn wait(mut self, timeout: Option<Duration>, on_events: impl FnOnce()) -> usize {
         let driver = self.driver;
         let (poll, events) = &mut *self.events;
@@ -276,7 +294,78 @@ fn readiness_bits(event: &mio::event::Event) -> usize {
 #[cfg(test)]
 mod tests {
     use super::{OsPoller, Slab, Source};
+    use crate::ThreadPool;
+    use crate::io::Registration;
+    use std::io::{ErrorKind, Read, Write};
+    use std::os::unix::net::UnixStream;
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::time::Duration;
+
+    /// A worker that parks while a poll that does not wait holds the token (a busy worker's,
+    /// the monitor's) sleeps without it; the poll's give-back must get it to wait in the OS,
+    /// or a socket event is never seen: the monitor sleeps too once every worker is parked.
+    #[test]
+    fn a_worker_that_parks_while_a_poll_holds_the_token_is_handed_the_wait() {
+        let pool = ThreadPool::new(1).unwrap();
+        let (a, mut b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let (registration, a) = futures::executor::block_on(
+            pool.spawn(async move { (Registration::new(&a).unwrap(), a) }),
+        )
+        .unwrap();
+        let driver = pool.shared.io_driver().unwrap().clone();
+        // Keep the worker in one poll while this thread takes the token.
+        let spinning = Arc::new(AtomicBool::new(true));
+        let spin = spinning.clone();
+        let spinner = pool.spawn(async move {
+            while spin.load(SeqCst) {
+                std::hint::spin_loop();
+            }
+        });
+        let guard = loop {
+            if let Some(guard) = driver.try_poll() {
+                break guard;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let (pending_tx, pending_rx) = std::sync::mpsc::channel();
+        let reader = pool.spawn(async move {
+            let mut told = Some(pending_tx);
+            let mut buf = [0u8; 8];
+            loop {
+                let ready = std::future::poll_fn(|cx| {
+                    let ready = registration.poll_read_ready(cx);
+                    if ready.is_pending() {
+                        told.take().map(|tx| tx.send(()));
+                    }
+                    ready
+                })
+                .await
+                .unwrap();
+                match (&a).read(&mut buf) {
+                    Ok(n) => return n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        registration.clear_readiness(ready)
+                    }
+                    Err(e) => panic!("read failed: {e}"),
+                }
+            }
+        });
+        spinning.store(false, SeqCst);
+        futures::executor::block_on(spinner).unwrap();
+        pending_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        // The worker parks without the token, and the monitor with it.
+        std::thread::sleep(Duration::from_millis(50));
+        guard.wait_now();
+        b.write_all(b"x").unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(futures::executor::block_on(reader)));
+        let read = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("nobody waited in the OS after the poll gave the token back: the reader hangs");
+        assert_eq!(read.unwrap(), 1);
+    }
 
     #[test]
     fn an_event_for_a_vacated_slot_does_not_reach_the_slots_next_source() {

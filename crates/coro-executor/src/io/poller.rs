@@ -45,8 +45,16 @@ impl OsPoller {
         })
     }
 
-    /// A task started waiting on a socket: if no thread waits in the OS, get a parked worker to.
-    pub(super) fn armed(&self) {
+    /// Someone should wait in the OS now (a task started waiting on a socket, or a poll that
+    /// did not wait gave the token back): if no thread waits there, get a parked worker to.
+    ///
+    /// The give-back's half of a Dekker pair with a parking worker (`Worker::park`): the worker
+    /// counts itself parked and then, after a `SeqCst` fence, tries for the token again; the
+    /// poll unlocks the token and then, after the kick's `SeqCst` fence, reads the idle state.
+    /// So either the worker gets the token or the kick sees it parked and wakes it: a worker
+    /// that found the token taken by a poll that was not going to wait never sleeps while
+    /// sockets wait and nobody polls.
+    pub(super) fn need_waiter(&self) {
         if !self.waiting.load(SeqCst) {
             (self.kick)();
         }

@@ -50,7 +50,7 @@ impl Source {
             Poll::Ready(Some(event)) => Poll::Ready(Ok(event)),
             Poll::Ready(None) => Poll::Ready(Err(pool_gone())),
             Poll::Pending => {
-                self.os.armed();
+                self.os.need_waiter();
                 // Until the task's next poll, it waits on this socket (the poll functions have
                 // no future of their own to hold a registration).
                 crate::trace::wait_until_polled(crate::trace::WaitOn::Io(self.fd));

@@ -35,6 +35,15 @@ pub(super) fn try_poll_io(shared: &Shared) -> Option<PollToken<'_>> {
     }
 }
 
+/// For a worker that has counted itself parked after [`try_poll_io`] found the token taken:
+/// tries again after a `SeqCst` fence, its half of the Dekker pair with a poll that gives the
+/// token back (`OsPoller::need_waiter`), so that a poll which was not going to wait cannot
+/// leave it asleep while nobody waits in the OS.
+pub(super) fn retry_poll_io(shared: &Shared) -> Option<PollToken<'_>> {
+    crate::loom::sync::atomic::fence(crate::loom::sync::atomic::Ordering::SeqCst);
+    try_poll_io(shared)
+}
+
 /// Parks on `parker` while waiting in the OS with `token`, for at most `timeout`;
 /// `on_events` runs before the wake-ups of any IO events the wait returns.
 pub(super) fn park_polling(
@@ -63,8 +72,8 @@ pub(super) fn park_polling(
 pub(super) fn look_while_busy(shared: &Shared) {
     #[cfg(not(any(loom, shuttle)))]
     {
-        if let Some(guard) = try_poll_io(shared) {
-            guard.wait(Some(Duration::ZERO), || {});
+        if let Some(io) = shared.io_to_poll() {
+            io.poll_now();
         }
         if let Some(timers) = shared.timers() {
             if timers.may_be_due() {

@@ -127,7 +127,11 @@ impl Idle {
         all_parked
     }
 
-    fn notify_should_wake(&self) -> bool {
+    /// Whether new work should wake a parked worker: nobody searches (else the searcher finds
+    /// it, and this push counts as absorbed) and some worker is parked. A snapshot after a
+    /// fence that orders the caller's push before it; [`worker_to_notify`](Self::worker_to_notify)
+    /// decides again under the lock.
+    pub(crate) fn notify_should_wake(&self) -> bool {
         // A fence, not a read-modify-write: it orders the caller's push of work before this read
         // just as well (it pairs with the SeqCst read-modify-writes of searchers and parkers),
         // without taking the cache line exclusive on every spawn from every thread.
@@ -191,6 +195,18 @@ impl Idle {
             sleepers.parked.push(index);
         }
         (is_searching && searching(prev) == 1) || unparked(prev) == 1
+    }
+
+    /// Parked worker `index` got the poll token after it counted itself parked
+    /// (`Worker::park`'s second try): it moves to the front of the sleepers, as `park` puts a
+    /// polling worker, so that notifications wake the others first and the poll goes on.
+    #[cfg_attr(any(loom, shuttle), allow(dead_code))]
+    pub(crate) fn now_polling(&self, index: usize) {
+        let mut sleepers = self.sleepers.lock().unwrap();
+        if let Some(at) = sleepers.parked.iter().position(|&i| i == index) {
+            let worker = sleepers.parked.remove(at);
+            sleepers.parked.insert(0, worker);
+        }
     }
 
     /// A parked worker woke by itself (its OS poll returned IO events, and it is about to wake

@@ -9,15 +9,20 @@
 //! - `loom_park_polling_unpark_is_never_lost`, `loom_park_polling_spurious_return_then_condvar_park`:
 //!   the park-in-poll protocol: an unpark racing a worker on its way into the OS poll is never
 //!   lost. The OS poll is a stand-in (`FakePoll`): a wait on a flag that `notify` sets, and that
-//!   (like `polling`'s notification) stays set if it is set before the wait starts.
+//!   (like `polling`'s notification) stays set if it is set before the wait starts;
+//! - `loom_a_poll_token_given_back_reaches_a_worker_that_parked_without_it`: the poll token's
+//!   give-back (`OsPoller::need_waiter` after a poll that does not wait, against
+//!   `Worker::park`'s second try after it counts itself parked): the worker either gets the
+//!   token or is woken, with the pool's own `Idle` and `Parker` and a mutex for the token.
 //!
 //! Run with the other models (see `crate::loom` for the two checkers and how to run them):
 //! `RUSTFLAGS="--cfg loom" cargo test -p coro-executor --lib --release --target-dir target/loom
 //! -- loom_`, and the same with `--cfg shuttle`.
 
+use super::idle::Idle;
 use super::park::Parker;
 use crate::loom::model;
-use crate::loom::sync::atomic::{AtomicBool, Ordering::*};
+use crate::loom::sync::atomic::{AtomicBool, Ordering::*, fence};
 use crate::loom::sync::{Arc, Condvar, Mutex};
 use crate::loom::thread;
 
@@ -161,6 +166,52 @@ fn loom_park_polling_spurious_return_then_condvar_park() {
         };
         chosen.store(true, SeqCst);
         parker.unpark_with(|| poll.notify());
+        worker.join().unwrap();
+    });
+}
+
+/// Worker 0 parks while a poll that does not wait (worker 1's look on its global-queue tick, or
+/// the monitor's) holds the poll token. Worker 0 counts itself parked, fences and tries for the
+/// token again (`Worker::park`, `drivers::retry_poll_io`); the poll unlocks the token and
+/// then asks the idle state whether a worker is parked (`OsPoller::need_waiter`'s kick:
+/// `Idle::notify_should_wake`, which fences first, then `worker_to_notify`). Either the worker
+/// holds the token (it would wait in the OS) or it is woken: a worker left asleep without the
+/// token, with nobody waiting in the OS, is a deadlock here. The token is the mutex's word as
+/// std's futex mutex uses it: a try-lock is an acquiring compare-exchange, an unlock a
+/// releasing swap.
+#[test]
+fn loom_a_poll_token_given_back_reaches_a_worker_that_parked_without_it() {
+    model(|| {
+        let idle = Arc::new(Idle::new(2));
+        // Held by the poll that does not wait.
+        let token = Arc::new(AtomicBool::new(true));
+        let parker = Arc::new(Parker::new());
+        let try_lock = |token: &AtomicBool| {
+            token
+                .compare_exchange(false, true, Acquire, Relaxed)
+                .is_ok()
+        };
+        let worker = {
+            let (idle, token, parker) = (idle.clone(), token.clone(), parker.clone());
+            thread::spawn(move || {
+                if try_lock(&token) {
+                    return;
+                }
+                idle.park(0, false, false);
+                fence(SeqCst);
+                if try_lock(&token) {
+                    return;
+                }
+                parker.park();
+            })
+        };
+        token.swap(false, Release);
+        if idle.notify_should_wake() {
+            if let Some(notify) = idle.worker_to_notify() {
+                assert_eq!(notify.worker, 0, "only worker 0 sleeps");
+                parker.unpark();
+            }
+        }
         worker.join().unwrap();
     });
 }

@@ -106,9 +106,7 @@ const IO_NEGLECT_MS: u64 = 10;
 fn poll_io_if_neglected(shared: &Shared) {
     if let Some(io) = shared.io_to_poll() {
         if io.ms_since_poll() >= IO_NEGLECT_MS {
-            if let Some(guard) = io.try_poll() {
-                guard.wait(Some(Duration::ZERO), || {});
-            }
+            io.poll_now();
         }
     }
 }

@@ -102,6 +102,52 @@ fn readiness_during_a_busy_spell_is_not_lost() {
     }
 }
 
+/// Rounds with idle gaps longer than the monitor's neglect period: each new reader's
+/// registration makes the monitor poll the OS once without waiting, which may hold the token
+/// just as the worker that ran the reader parks. The worker must still end up waiting in the
+/// OS (before the fix, about one process in eight of 20 rounds hung here: both the worker and
+/// the monitor asleep, and the data unseen).
+#[test]
+fn a_reader_is_woken_though_the_monitor_polled_as_its_worker_parked() {
+    let pool = ThreadPool::new(2).unwrap();
+    for round in 0..20 {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let (pending_tx, pending_rx) = std::sync::mpsc::channel();
+        let reader = pool.spawn(async move {
+            let registration = Registration::new(&a).unwrap();
+            let mut told = Some(pending_tx);
+            let mut buf = [0u8; 8];
+            loop {
+                let ready = std::future::poll_fn(|cx| {
+                    let ready = registration.poll_read_ready(cx);
+                    if ready.is_pending() {
+                        told.take().map(|tx| tx.send(()));
+                    }
+                    ready
+                })
+                .await
+                .unwrap();
+                match (&a).read(&mut buf) {
+                    Ok(n) => return n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        registration.clear_readiness(ready)
+                    }
+                    Err(e) => panic!("read failed: {e}"),
+                }
+            }
+        });
+        pending_rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the reader never waited");
+        std::thread::sleep(Duration::from_millis(20));
+        b.write_all(b"x").unwrap();
+        assert_eq!(wait_for(reader, Duration::from_secs(5)), 1, "round {round}");
+        // Idle, with no socket registered, for longer than the monitor's neglect period.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn sockets_fail_with_a_clear_error_once_their_pool_is_gone() {
     let pool = ThreadPool::new(1).unwrap();

@@ -476,7 +476,7 @@ impl Worker {
         };
         self.remote().counters.parks.add(1);
         // With sockets to poll for, one idle worker waits in the OS instead of sleeping.
-        let poll = drivers::try_poll_io(&self.shared);
+        let mut poll = drivers::try_poll_io(&self.shared);
         if self
             .shared
             .idle
@@ -484,7 +484,21 @@ impl Worker {
         {
             self.shared.notify_if_work_pending();
         }
+        if poll.is_none() {
+            poll = self.poll_io_while_parked();
+        }
         self.sleep(poll);
+    }
+
+    /// The poll token for a worker counted parked that did not get it on its way in: taken by a
+    /// poll that may not wait (a busy worker's, the monitor's), so it tries again, and that
+    /// poll's give-back sees it parked and wakes it if this fails (`drivers::retry_poll_io`).
+    fn poll_io_while_parked(&self) -> Option<PollToken<'_>> {
+        let poll = drivers::retry_poll_io(&self.shared);
+        if poll.is_some() {
+            self.shared.idle.now_polling(self.index);
+        }
+        poll
     }
 
     /// The wait at the end of [`park`](Self::park), with the idle bookkeeping done: sleeps
@@ -528,7 +542,7 @@ impl Worker {
                 return;
             }
             // Still parked: wait in the OS again if nobody else does.
-            poll = drivers::try_poll_io(&self.shared);
+            poll = self.poll_io_while_parked();
         }
     }
 
