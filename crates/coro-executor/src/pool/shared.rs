@@ -182,7 +182,9 @@ pub(crate) struct Shared {
     pub(crate) workers: usize,
     /// The global queue: spawns from outside the pool, wake-ups from other threads, overflow.
     pub(crate) inject: ConcurrentQueue<Runnable>,
-    pub(crate) idle: Idle,
+    /// Shared with the IO driver's kick, which asks it first whether a worker would be woken
+    /// (without a reference to the pool, whose count every worker's kick would write).
+    pub(crate) idle: Arc<Idle>,
     /// Shared with the registry, for task snapshots.
     pub(crate) tasks: Arc<TaskList>,
     pub(crate) blocking: BlockingPool,
@@ -250,7 +252,7 @@ impl Shared {
             remotes,
             workers,
             inject: ConcurrentQueue::unbounded(),
-            idle: Idle::new(workers),
+            idle: Arc::new(Idle::new(workers)),
             tasks: Arc::new(TaskList::new(workers)),
             blocking,
             monitor: Monitor::new(),
@@ -277,8 +279,15 @@ impl Shared {
             return Ok(driver);
         }
         let pool = Arc::downgrade(self);
+        let idle = self.idle.clone();
         let driver = crate::io::driver::IoDriver::new(Box::new(move || {
-            // A socket waits while nobody polls the OS: get a parked worker to.
+            // A socket waits while nobody polls the OS: get a parked worker to. Asked first
+            // without the pool: while every worker is busy (when this runs most), no worker
+            // would be woken, and upgrading the pool's reference would write its count, a line
+            // every kicking worker shares.
+            if !idle.notify_should_wake() {
+                return;
+            }
             if let Some(pool) = pool.upgrade() {
                 pool.notify_parked();
             }
