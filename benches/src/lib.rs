@@ -3,9 +3,12 @@
 //! [`Spawner`]) through which `user_path` and `channel` run the same task code on coro, tokio
 //! and async-executor. Run the benchmarks with
 //! `cargo bench -p coro-benches --bench rt_multi_threaded` (or `--bench collect`,
-//! `--bench task_chain`, `--bench user_path`, `--bench channel`).
+//! `--bench task_chain`, `--bench user_path`, `--bench channel`). [`proto_task`] is a
+//! hand-written raw task measured against async-task by `--bench task_alloc`, and nothing else.
 
 #![deny(missing_docs)]
+
+pub mod proto_task;
 
 use futures::channel::oneshot;
 use std::future::Future;
