@@ -38,7 +38,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::task::{Context, Poll, Waker};
-use std::thread;
+use std::thread::{self, LocalKey};
 
 /// Tasks spawned per iteration by the spawn shapes (`spawn_many_local`'s count).
 const TASKS: usize = 10_000;
@@ -85,32 +85,60 @@ async fn yield_many() -> usize {
 }
 
 /// One raw-task implementation, as the shapes drive it.
-trait Raw: 'static {
+trait Raw: Sized + 'static {
     const NAME: &'static str;
     type Runnable: Send + 'static;
     type Handle<T: Send + 'static>: Send;
 
-    /// Spawns `future` with a zero-sized schedule function that queues onto this thread's
-    /// local queue.
-    fn spawn_local<F>(future: F) -> (Self::Runnable, Self::Handle<F::Output>)
+    /// Spawns `future` with the 48-byte metadata and `schedule` as the schedule function.
+    fn spawn<F, S>(future: F, schedule: S) -> (Self::Runnable, Self::Handle<F::Output>)
     where
         F: Future + Send + 'static,
-        F::Output: Send + 'static;
-    /// Spawns `future` with a zero-sized schedule function that queues onto the shared queue.
-    fn spawn_shared<F>(future: F) -> (Self::Runnable, Self::Handle<F::Output>)
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static;
+        F::Output: Send + 'static,
+        S: Fn(Self::Runnable) + Send + Sync + 'static;
+    /// This side's thread-local queue.
+    fn local() -> &'static LocalKey<RefCell<VecDeque<Self::Runnable>>>;
+    /// This side's queue between threads.
+    fn shared() -> &'static ConcurrentQueue<Self::Runnable>;
     fn schedule(runnable: Self::Runnable);
     fn run(runnable: Self::Runnable) -> bool;
-    fn pop_local() -> Option<Self::Runnable>;
-    fn pop_shared() -> Option<Self::Runnable>;
     fn detach<T: Send + 'static>(handle: Self::Handle<T>);
     /// Polls a handle; `Some` with the output once ready.
     fn poll_join<T: Send + 'static>(
         handle: &mut Self::Handle<T>,
         cx: &mut Context<'_>,
     ) -> Option<T>;
+
+    /// Spawns `future` with a zero-sized schedule function that queues onto this thread's
+    /// local queue.
+    fn spawn_local<F>(future: F) -> (Self::Runnable, Self::Handle<F::Output>)
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        Self::spawn(future, |r| {
+            Self::local().with(|q| q.borrow_mut().push_back(r))
+        })
+    }
+
+    /// Spawns `future` with a zero-sized schedule function that queues onto the shared queue.
+    fn spawn_shared<F>(future: F) -> (Self::Runnable, Self::Handle<F::Output>)
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        Self::spawn(future, |r| {
+            assert!(Self::shared().push(r).is_ok(), "unbounded")
+        })
+    }
+
+    fn pop_local() -> Option<Self::Runnable> {
+        Self::local().with(|q| q.borrow_mut().pop_front())
+    }
+
+    fn pop_shared() -> Option<Self::Runnable> {
+        Self::shared().pop().ok()
+    }
 }
 
 thread_local! {
@@ -124,6 +152,32 @@ static SHARED_ASYNC_TASK: ConcurrentQueue<async_task::Runnable<Meta>> =
     ConcurrentQueue::unbounded();
 static SHARED_PROTO: ConcurrentQueue<proto_task::Runnable<Meta>> = ConcurrentQueue::unbounded();
 
+/// The methods whose calls both sides spell alike (their types' methods share names), and the
+/// queues.
+macro_rules! same_calls {
+    ($local:ident, $shared:ident) => {
+        fn local() -> &'static LocalKey<RefCell<VecDeque<Self::Runnable>>> {
+            &$local
+        }
+
+        fn shared() -> &'static ConcurrentQueue<Self::Runnable> {
+            &$shared
+        }
+
+        fn schedule(runnable: Self::Runnable) {
+            runnable.schedule()
+        }
+
+        fn run(runnable: Self::Runnable) -> bool {
+            runnable.run()
+        }
+
+        fn detach<T: Send + 'static>(handle: Self::Handle<T>) {
+            handle.detach()
+        }
+    };
+}
+
 /// async-task 4.7, built as coro's engine builds its tasks (`Builder::metadata`, `WithInfo`).
 struct AsyncTask;
 
@@ -132,47 +186,18 @@ impl Raw for AsyncTask {
     type Runnable = async_task::Runnable<Meta>;
     type Handle<T: Send + 'static> = async_task::Task<T, Meta>;
 
-    fn spawn_local<F>(future: F) -> (Self::Runnable, Self::Handle<F::Output>)
+    fn spawn<F, S>(future: F, schedule: S) -> (Self::Runnable, Self::Handle<F::Output>)
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
+        S: Fn(Self::Runnable) + Send + Sync + 'static,
     {
-        Builder::new().metadata(Meta::default()).spawn(
-            move |_| future,
-            WithInfo(|r, _| LOCAL_ASYNC_TASK.with(|q| q.borrow_mut().push_back(r))),
-        )
+        Builder::new()
+            .metadata(Meta::default())
+            .spawn(move |_| future, WithInfo(move |r, _| schedule(r)))
     }
 
-    fn spawn_shared<F>(future: F) -> (Self::Runnable, Self::Handle<F::Output>)
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        Builder::new().metadata(Meta::default()).spawn(
-            move |_| future,
-            WithInfo(|r, _| assert!(SHARED_ASYNC_TASK.push(r).is_ok(), "unbounded")),
-        )
-    }
-
-    fn schedule(runnable: Self::Runnable) {
-        runnable.schedule()
-    }
-
-    fn run(runnable: Self::Runnable) -> bool {
-        runnable.run()
-    }
-
-    fn pop_local() -> Option<Self::Runnable> {
-        LOCAL_ASYNC_TASK.with(|q| q.borrow_mut().pop_front())
-    }
-
-    fn pop_shared() -> Option<Self::Runnable> {
-        SHARED_ASYNC_TASK.pop().ok()
-    }
-
-    fn detach<T: Send + 'static>(handle: Self::Handle<T>) {
-        handle.detach()
-    }
+    same_calls!(LOCAL_ASYNC_TASK, SHARED_ASYNC_TASK);
 
     fn poll_join<T: Send + 'static>(
         handle: &mut Self::Handle<T>,
@@ -193,49 +218,16 @@ impl Raw for Proto {
     type Runnable = proto_task::Runnable<Meta>;
     type Handle<T: Send + 'static> = proto_task::JoinHandle<T, Meta>;
 
-    fn spawn_local<F>(future: F) -> (Self::Runnable, Self::Handle<F::Output>)
+    fn spawn<F, S>(future: F, schedule: S) -> (Self::Runnable, Self::Handle<F::Output>)
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
+        S: Fn(Self::Runnable) + Send + Sync + 'static,
     {
-        proto_task::spawn(
-            future,
-            |r, _| LOCAL_PROTO.with(|q| q.borrow_mut().push_back(r)),
-            Meta::default(),
-        )
+        proto_task::spawn(future, move |r, _| schedule(r), Meta::default())
     }
 
-    fn spawn_shared<F>(future: F) -> (Self::Runnable, Self::Handle<F::Output>)
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        proto_task::spawn(
-            future,
-            |r, _| assert!(SHARED_PROTO.push(r).is_ok(), "unbounded"),
-            Meta::default(),
-        )
-    }
-
-    fn schedule(runnable: Self::Runnable) {
-        runnable.schedule()
-    }
-
-    fn run(runnable: Self::Runnable) -> bool {
-        runnable.run()
-    }
-
-    fn pop_local() -> Option<Self::Runnable> {
-        LOCAL_PROTO.with(|q| q.borrow_mut().pop_front())
-    }
-
-    fn pop_shared() -> Option<Self::Runnable> {
-        SHARED_PROTO.pop().ok()
-    }
-
-    fn detach<T: Send + 'static>(handle: Self::Handle<T>) {
-        handle.detach()
-    }
+    same_calls!(LOCAL_PROTO, SHARED_PROTO);
 
     fn poll_join<T: Send + 'static>(
         handle: &mut Self::Handle<T>,

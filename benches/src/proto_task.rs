@@ -6,7 +6,7 @@
 //! Rule: a prototype for measurement only, not used by coro. The engine allocates its tasks with
 //! async-task; nothing outside the `task_alloc` bench and this module's tests calls this code.
 //!
-//! Layout: one allocation holds the [`Header`] (state word, vtable pointer, awaiter slot,
+//! Layout: one allocation holds the header (state word, vtable pointer, awaiter slot,
 //! metadata), the schedule function and a union of the future and its output.
 //!
 //! The state word is async-task's: flags in the low byte, the count of [`Runnable`]s and
@@ -316,6 +316,39 @@ impl<M> Header<M> {
         }
         if let Some(w) = taken {
             abort_on_panic(|| w.wake());
+        }
+    }
+}
+
+/// A wake-up's change to the state: sets `SCHEDULED` unless the task is scheduled (then only
+/// publishes this thread's writes to the run that follows), finished or closed. Returns
+/// whether the task was idle, so that the caller must hand a runnable to the schedule
+/// function; `reference` is added to the count in that case (a wake by reference gives the
+/// runnable a reference of its own; a wake by value hands on the waker's). A running task
+/// needs no runnable: its run reschedules it with its own.
+fn mark_woken<M>(header: &Header<M>, reference: usize) -> bool {
+    let mut state = header.state.load(Acquire);
+    loop {
+        if state & (COMPLETED | CLOSED) != 0 {
+            return false;
+        }
+        let idle = state & (SCHEDULED | RUNNING) == 0;
+        let new = if idle {
+            (state | SCHEDULED) + reference
+        } else {
+            state | SCHEDULED
+        };
+        match header
+            .state
+            .compare_exchange_weak(state, new, AcqRel, Acquire)
+        {
+            Ok(_) => {
+                if idle && state > isize::MAX as usize {
+                    std::process::abort();
+                }
+                return idle;
+            }
+            Err(s) => state = s,
         }
     }
 }
@@ -630,46 +663,9 @@ where
         // SAFETY: the caller's; a waker's pointer is never null.
         let ptr = unsafe { NonNull::new_unchecked(ptr.cast_mut()) };
         // SAFETY: the caller's.
-        let header = unsafe { header::<M>(ptr) };
-        let mut state = header.state.load(Acquire);
-        loop {
-            if state & (COMPLETED | CLOSED) != 0 {
-                return;
-            }
-            if state & SCHEDULED != 0 {
-                // Already scheduled: publish this thread's writes to the run that follows.
-                match header
-                    .state
-                    .compare_exchange_weak(state, state, AcqRel, Acquire)
-                {
-                    Ok(_) => return,
-                    Err(s) => state = s,
-                }
-            } else {
-                // Not running: a new runnable, with a reference of its own. Running: the run
-                // reschedules with its own.
-                let new = if state & RUNNING == 0 {
-                    (state | SCHEDULED) + REFERENCE
-                } else {
-                    state | SCHEDULED
-                };
-                match header
-                    .state
-                    .compare_exchange_weak(state, new, AcqRel, Acquire)
-                {
-                    Ok(_) => {
-                        if state & RUNNING == 0 {
-                            if state > isize::MAX as usize {
-                                std::process::abort();
-                            }
-                            // SAFETY: the reference just added; scheduled, not running.
-                            unsafe { Self::schedule(ptr, ScheduleInfo::default()) };
-                        }
-                        return;
-                    }
-                    Err(s) => state = s,
-                }
-            }
+        if mark_woken(unsafe { header::<M>(ptr) }, REFERENCE) {
+            // SAFETY: the reference `mark_woken` added; scheduled, not running.
+            unsafe { Self::schedule(ptr, ScheduleInfo::default()) };
         }
     }
 
@@ -682,39 +678,13 @@ where
         // SAFETY: the caller's; a waker's pointer is never null.
         let nn = unsafe { NonNull::new_unchecked(ptr.cast_mut()) };
         // SAFETY: the waker's reference keeps the task alive until it is dropped or handed on.
-        let header = unsafe { header::<M>(nn) };
-        let mut state = header.state.load(Acquire);
-        loop {
-            if state & (COMPLETED | CLOSED) != 0 {
-                break;
-            }
-            if state & SCHEDULED != 0 {
-                match header
-                    .state
-                    .compare_exchange_weak(state, state, AcqRel, Acquire)
-                {
-                    Ok(_) => break,
-                    Err(s) => state = s,
-                }
-            } else {
-                match header
-                    .state
-                    .compare_exchange_weak(state, state | SCHEDULED, AcqRel, Acquire)
-                {
-                    Ok(_) => {
-                        if state & RUNNING == 0 {
-                            // SAFETY: the waker's reference becomes the runnable's.
-                            unsafe { Self::schedule(nn, ScheduleInfo::default()) };
-                            return;
-                        }
-                        break;
-                    }
-                    Err(s) => state = s,
-                }
-            }
+        if mark_woken(unsafe { header::<M>(nn) }, 0) {
+            // SAFETY: the waker's reference becomes the runnable's; scheduled, not running.
+            unsafe { Self::schedule(nn, ScheduleInfo::default()) };
+        } else {
+            // SAFETY: the waker's reference, not handed on.
+            unsafe { Self::drop_waker(ptr) };
         }
-        // SAFETY: the waker's reference, not handed on.
-        unsafe { Self::drop_waker(ptr) };
     }
 
     /// The waker's `drop`: one reference less; the last one, with the handle gone and the
@@ -1110,12 +1080,14 @@ mod tests {
             );
             spawn(
                 body(Counted(self.future.clone())),
+                // Queued first, counted after: a test that waits for the count finds the
+                // runnable queued.
                 move |r: Runnable<Counted>, info: ScheduleInfo| {
-                    scheduled.fetch_add(1, SeqCst);
+                    queue.lock().unwrap().push_back(r);
                     if info.woken_while_running {
                         woken.fetch_add(1, SeqCst);
                     }
-                    queue.lock().unwrap().push_back(r);
+                    scheduled.fetch_add(1, SeqCst);
                 },
                 Counted(self.freed.clone()),
             )
