@@ -5,7 +5,9 @@
 
 use coro_executor::ThreadPool;
 use coro_executor::io::Registration;
+use coro_executor::trace::WaitOn;
 use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
@@ -102,10 +104,22 @@ fn readiness_during_a_busy_spell_is_not_lost() {
     }
 }
 
+/// Waits until some task is seen waiting on `fd` (by a task snapshot).
+fn wait_until_a_task_waits_on(fd: std::os::fd::RawFd) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !coro_executor::trace::snapshot_tasks()
+        .iter()
+        .any(|task| task.waiting_on() == Some(WaitOn::Io(fd)))
+    {
+        assert!(Instant::now() < deadline, "no task ever waited on fd {fd}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Rounds with idle gaps longer than the monitor's neglect period: each new reader's
 /// registration makes the monitor poll the OS once without waiting, which may hold the token
 /// just as the worker that ran the reader parks. The worker must still end up waiting in the
-/// OS (before the fix, about one process in eight of 20 rounds hung here: both the worker and
+/// OS (before the fix, 7 to 25 of 100 fresh processes of 20 rounds hung here: both the worker and
 /// the monitor asleep, and the data unseen).
 #[test]
 fn a_reader_is_woken_though_the_monitor_polled_as_its_worker_parked() {
@@ -113,36 +127,16 @@ fn a_reader_is_woken_though_the_monitor_polled_as_its_worker_parked() {
     for round in 0..20 {
         let (a, mut b) = UnixStream::pair().unwrap();
         a.set_nonblocking(true).unwrap();
-        let (pending_tx, pending_rx) = std::sync::mpsc::channel();
+        let fd = a.as_raw_fd();
         let reader = pool.spawn(async move {
             let registration = Registration::new(&a).unwrap();
-            let mut told = Some(pending_tx);
-            let mut buf = [0u8; 8];
-            loop {
-                let ready = std::future::poll_fn(|cx| {
-                    let ready = registration.poll_read_ready(cx);
-                    if ready.is_pending() {
-                        told.take().map(|tx| tx.send(()));
-                    }
-                    ready
-                })
-                .await
-                .unwrap();
-                match (&a).read(&mut buf) {
-                    Ok(n) => return n,
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                        registration.clear_readiness(ready)
-                    }
-                    Err(e) => panic!("read failed: {e}"),
-                }
-            }
+            read_some(&a, &registration).await
         });
-        pending_rx
-            .recv_timeout(Duration::from_secs(5))
-            .expect("the reader never waited");
+        wait_until_a_task_waits_on(fd);
         std::thread::sleep(Duration::from_millis(20));
         b.write_all(b"x").unwrap();
-        assert_eq!(wait_for(reader, Duration::from_secs(5)), 1, "round {round}");
+        let got = wait_for(reader, Duration::from_secs(5));
+        assert_eq!(got.unwrap(), b"x", "round {round}");
         // Idle, with no socket registered, for longer than the monitor's neglect period.
         std::thread::sleep(Duration::from_millis(20));
     }
