@@ -46,7 +46,8 @@ impl OsPoller {
     }
 
     /// Someone should wait in the OS now (a task started waiting on a socket, or a poll that
-    /// did not wait gave the token back): if no thread waits there, get a parked worker to.
+    /// did not wait gave the token back): if no thread waits there, get a parked worker to, or
+    /// a searcher to look (`Idle::io_wait_should_wake`).
     ///
     /// The give-back's half of a Dekker pair with a parking worker (`Worker::park`): the worker
     /// counts itself parked and then, after a `SeqCst` fence, tries for the token again; the

@@ -85,6 +85,23 @@ pub(super) fn look_while_busy(shared: &Shared) {
     let _ = shared;
 }
 
+/// A lingering searcher's look at the OS, which a socket wait asked for (`linger.rs`,
+/// [`LookAtIo`](super::linger::LookAtIo)): polls without waiting, if no other thread holds the
+/// poll token; the events' tasks land on this worker's queue, where its next pass finds them.
+///
+/// Unlike a busy worker's look, it gives nothing back: a worker that parked without the token
+/// while this held it is this searcher's to answer for, as every parked worker is a searcher's:
+/// the searcher either parks too, and then takes the token itself, or finds work, and then (the
+/// last searcher to stop) wakes a parked worker, which does.
+pub(super) fn look_at_io(shared: &Shared) {
+    #[cfg(not(any(loom, shuttle)))]
+    if let Some(token) = try_poll_io(shared) {
+        token.wait(Some(Duration::ZERO), || {});
+    }
+    #[cfg(any(loom, shuttle))]
+    let _ = shared;
+}
+
 /// Before worker `index` sleeps: it becomes the keeper of the pool's timers unless another
 /// worker is, and learns how long to sleep (`Some(None)`: until woken). `None` if timers were
 /// due: then `awake` (which takes the worker off the idle list: their tasks land on its queue)

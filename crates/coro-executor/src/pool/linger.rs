@@ -26,6 +26,16 @@
 //!   the passes it waited through), and the patience doubles; later, or woken otherwise, the
 //!   linger was right to give up, and it halves.
 //!
+//! A socket wait is not a push: the event it waits for reaches no queue a searcher reads, but the
+//! OS, where nobody waits while a searcher lingers (the parked worker that would is the one that
+//! lingers). So a socket wait that finds a searcher while nobody waits in the OS asks it to look
+//! there ([`LookAtIo`]) instead of counting as absorbed, and the linger's next pass polls the OS
+//! without waiting (Go's `findRunnable` polls the network before it steals). Counting those
+//! waits as absorbed kept lingers spinning for their whole bound while the events they were
+//! waiting for sat in the OS, until the busy worker's look on its 61st tick. Only a requested
+//! look is made: looking on every pass cost a server's tail latency (benches/README.md, "HTTP
+//! client").
+//!
 //! A ping-pong's lingers absorb a push every pass and so keep lingering the whole bound; when
 //! the pair is split over two workers, so that its pushes come a few µs apart, the quick
 //! wake-ups grow the patience until the lingers absorb them. A pool whose lingers absorb
@@ -35,7 +45,7 @@
 //! run it too (`loom_protocol.rs` runs the pool's own worker loop, linger included); only the
 //! time bound is left out of them.
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 /// The longest a linger lasts, whatever it absorbs: then the searcher parks, and the next push
 /// that finds nobody searching wakes it.
@@ -92,12 +102,41 @@ impl Absorbed {
     }
 
     /// The count so far, and the bit set, so that the next absorbed push counts.
-    fn watch(&self) -> usize {
+    pub(super) fn watch(&self) -> usize {
         let word = self.0.load(Relaxed);
         if word & WATCHED == 0 {
             self.0.store(word | WATCHED, Relaxed);
         }
         word >> 1
+    }
+}
+
+/// A socket wait's request that a searcher look at the OS: set by a task that starts waiting
+/// on a socket while nobody waits in the OS and a worker searches (`Idle::io_wait_should_wake`),
+/// taken by the next linger pass, which then polls the OS without waiting. On its own cache
+/// line, like [`Absorbed`]: the waits of a busy worker only read it once it is set.
+///
+/// A heuristic beside the protocol, as [`Absorbed`] is: the searcher it asks must park (and
+/// then wait in the OS itself) or find work (and then, the last searcher, wake a parked
+/// worker) whether or not it looks, so a request that goes unseen delays an event no more than
+/// before there were requests.
+#[derive(Default)]
+#[repr(align(128))]
+pub(super) struct LookAtIo(AtomicBool);
+
+impl LookAtIo {
+    /// A socket wait found a searcher while nobody waited in the OS.
+    #[inline]
+    pub(super) fn ask(&self) {
+        if !self.0.load(Relaxed) {
+            self.0.store(true, Relaxed);
+        }
+    }
+
+    /// Whether a look was asked for since the last one; takes the request.
+    #[inline]
+    pub(super) fn take(&self) -> bool {
+        self.0.load(Relaxed) && self.0.swap(false, Relaxed)
     }
 }
 
@@ -399,6 +438,16 @@ mod tests {
             "the first push counted and cleared the bit"
         );
         assert_eq!(absorbed.watch(), 1);
+    }
+
+    #[test]
+    fn a_look_is_taken_once_per_request() {
+        let look = LookAtIo::default();
+        assert!(!look.take(), "nobody asked");
+        look.ask();
+        look.ask();
+        assert!(look.take(), "asked twice before the look: one look");
+        assert!(!look.take(), "the look took the request");
     }
 
     #[test]

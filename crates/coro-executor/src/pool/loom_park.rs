@@ -13,7 +13,11 @@
 //! - `loom_a_poll_token_given_back_reaches_a_worker_that_parked_without_it`: the poll token's
 //!   give-back (`OsPoller::need_waiter` after a poll that does not wait, against
 //!   `Worker::park`'s second try after it counts itself parked): the worker either gets the
-//!   token or is woken, with the pool's own `Idle` and `Parker` and a mutex for the token.
+//!   token or is woken, with the pool's own `Idle` and `Parker` and a mutex for the token;
+//! - `loom_a_searchers_look_at_the_os_leaves_no_worker_parked_without_the_token`: a lingering
+//!   searcher's look at the OS (`drivers::look_at_io`), which gives nothing back, against a
+//!   worker that parks while the look holds the token: the searcher then either parks (and
+//!   takes the token) or finds work (and, the last searcher, wakes the parked worker).
 //!
 //! Run with the other models (see `crate::loom` for the two checkers and how to run them):
 //! `RUSTFLAGS="--cfg loom" cargo test -p coro-executor --lib --release --target-dir target/loom
@@ -174,7 +178,7 @@ fn loom_park_polling_spurious_return_then_condvar_park() {
 /// the monitor's) holds the poll token. Worker 0 counts itself parked, fences and tries for the
 /// token again (`Worker::park`, `drivers::retry_poll_io`); the poll unlocks the token and
 /// then asks the idle state whether a worker is parked (`OsPoller::need_waiter`'s kick:
-/// `Idle::notify_should_wake`, which fences first, then `worker_to_notify`). Either the worker
+/// `Idle::io_wait_should_wake`, which fences first, then `worker_to_notify`). Either the worker
 /// holds the token (it would wait in the OS) or it is woken: a worker left asleep without the
 /// token, with nobody waiting in the OS, is a deadlock here. The token is the mutex's word as
 /// std's futex mutex uses it: a try-lock is an acquiring compare-exchange, an unlock a
@@ -206,7 +210,7 @@ fn loom_a_poll_token_given_back_reaches_a_worker_that_parked_without_it() {
             })
         };
         token.swap(false, Release);
-        if idle.notify_should_wake() {
+        if idle.io_wait_should_wake() {
             if let Some(notify) = idle.worker_to_notify() {
                 assert_eq!(notify.worker, 0, "only worker 0 sleeps");
                 parker.unpark();
@@ -214,4 +218,75 @@ fn loom_a_poll_token_given_back_reaches_a_worker_that_parked_without_it() {
         }
         worker.join().unwrap();
     });
+}
+
+/// Worker 0, a lingering searcher, holds the poll token for its look at the OS
+/// (`drivers::look_at_io`) while worker 1 parks, fails to get the token twice and sleeps. The
+/// look unlocks the token and gives nothing back (no kick). Then worker 0 either parks too
+/// (`parks`), and so tries for the token itself, or finds work, stops searching and, the last
+/// searcher, wakes a parked worker (`Worker::run_task`), which takes the token on its way back
+/// to sleep. Two workers asleep without the token, with nobody waiting in the OS, is the
+/// failure: an assertion when worker 0 parks without it, a loom deadlock when worker 0 runs
+/// tasks and worker 1 is never woken. (When worker 0 parks holding the token, an event it
+/// waits for in the OS would wake worker 1; the model's last `unpark` stands in for it.)
+#[test]
+fn loom_a_searchers_look_at_the_os_leaves_no_worker_parked_without_the_token() {
+    for parks in [false, true] {
+        model(move || {
+            let idle = Arc::new(Idle::new(2));
+            assert!(idle.try_start_searching());
+            // Held by worker 0's look.
+            let token = Arc::new(AtomicBool::new(true));
+            let parker = Arc::new(Parker::new());
+            let try_lock = |token: &AtomicBool| {
+                token
+                    .compare_exchange(false, true, Acquire, Relaxed)
+                    .is_ok()
+            };
+            // Worker 1: whether it got the token before sleeping, and after being woken.
+            let worker = {
+                let (idle, token, parker) = (idle.clone(), token.clone(), parker.clone());
+                thread::spawn(move || {
+                    if try_lock(&token) {
+                        return (true, false);
+                    }
+                    idle.park(1, false, false);
+                    fence(SeqCst);
+                    if try_lock(&token) {
+                        return (true, false);
+                    }
+                    parker.park();
+                    (false, try_lock(&token))
+                })
+            };
+            // The look ends.
+            token.swap(false, Release);
+            if parks {
+                let mut holds = try_lock(&token);
+                idle.park(0, true, holds);
+                if !holds {
+                    fence(SeqCst);
+                    holds = try_lock(&token);
+                }
+                parker.unpark();
+                let (before_sleep, _) = worker.join().unwrap();
+                assert!(
+                    holds || before_sleep,
+                    "both workers parked and neither holds the token"
+                );
+            } else {
+                if idle.stop_searching() {
+                    if let Some(notify) = idle.worker_to_notify() {
+                        assert_eq!(notify.worker, 1, "only worker 1 sleeps");
+                        parker.unpark();
+                    }
+                }
+                let (before_sleep, after_wake) = worker.join().unwrap();
+                assert!(
+                    before_sleep || after_wake,
+                    "worker 0 runs tasks and worker 1 sleeps without the token"
+                );
+            }
+        });
+    }
 }

@@ -281,11 +281,11 @@ impl Shared {
         let pool = Arc::downgrade(self);
         let idle = self.idle.clone();
         let driver = crate::io::driver::IoDriver::new(Box::new(move || {
-            // A socket waits while nobody polls the OS: get a parked worker to. Asked first
-            // without the pool: while every worker is busy (when this runs most), no worker
-            // would be woken, and upgrading the pool's reference would write its count, a line
-            // every kicking worker shares.
-            if !idle.notify_should_wake() {
+            // A socket waits while nobody polls the OS: get a parked worker to (or a searcher to
+            // look). Asked first without the pool: while every worker is busy (when this runs
+            // most), no worker would be woken, and upgrading the pool's reference would write
+            // its count, a line every kicking worker shares.
+            if !idle.io_wait_should_wake() {
                 return;
             }
             if let Some(pool) = pool.upgrade() {

@@ -451,7 +451,7 @@ impl Worker {
     }
 
     /// After a search that found nothing: whether to search again rather than park, after a
-    /// short pause (`linger.rs`). Only a searcher lingers (so at most half of the workers), and
+    /// short pause (`linger.rs`), and a look at the OS if a socket wait asked for one. Only a searcher lingers (so at most half of the workers), and
     /// only while another worker is awake to queue work.
     fn lingers(&self) -> bool {
         let mut core = self.core.borrow_mut();
@@ -464,6 +464,9 @@ impl Worker {
         }
         drop(core);
         self.remote().counters.linger_passes.add(1);
+        if self.shared.idle.take_look_at_io() {
+            drivers::look_at_io(&self.shared);
+        }
         linger::pause();
         true
     }
