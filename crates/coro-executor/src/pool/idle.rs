@@ -138,17 +138,8 @@ impl Idle {
     /// fence that orders the caller's push before it; [`worker_to_notify`](Self::worker_to_notify)
     /// decides again under the lock.
     pub(crate) fn notify_should_wake(&self) -> bool {
-        // A fence, not a read-modify-write: it orders the caller's push of work before this read
-        // just as well (it pairs with the SeqCst read-modify-writes of searchers and parkers),
-        // without taking the cache line exclusive on every spawn from every thread.
-        fence(SeqCst);
-        let state = self.state.load(SeqCst);
-        if searching(state) != 0 {
-            // Had that searcher parked instead, this push would have woken a worker.
-            self.absorbed.note();
-            return false;
-        }
-        unparked(state) < self.num_workers
+        // Had that searcher parked instead, this push would have woken a worker.
+        self.should_wake(|idle| idle.absorbed.note())
     }
 
     /// Whether a task that starts waiting on a socket while nobody waits in the OS should wake
@@ -158,10 +149,19 @@ impl Idle {
     /// kept lingers spinning while the event sat in the OS (an HTTP client and its server on
     /// one pool lost 6% of their rate to it).
     pub(crate) fn io_wait_should_wake(&self) -> bool {
+        self.should_wake(|idle| idle.look_at_io.ask())
+    }
+
+    /// Nobody searches and some worker is parked; `searcher_found` runs if somebody searches.
+    #[inline(always)]
+    fn should_wake(&self, searcher_found: impl FnOnce(&Idle)) -> bool {
+        // A fence, not a read-modify-write: it orders the caller's push of work before this read
+        // just as well (it pairs with the SeqCst read-modify-writes of searchers and parkers),
+        // without taking the cache line exclusive on every spawn from every thread.
         fence(SeqCst);
         let state = self.state.load(SeqCst);
         if searching(state) != 0 {
-            self.look_at_io.ask();
+            searcher_found(self);
             return false;
         }
         unparked(state) < self.num_workers

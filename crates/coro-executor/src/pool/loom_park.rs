@@ -174,15 +174,33 @@ fn loom_park_polling_spurious_return_then_condvar_park() {
     });
 }
 
+/// Tries for the poll token, an atomic word as std's futex mutex uses it: a try-lock is an
+/// acquiring compare-exchange (the holder unlocks with a releasing swap).
+fn try_lock(token: &AtomicBool) -> bool {
+    token
+        .compare_exchange(false, true, Acquire, Relaxed)
+        .is_ok()
+}
+
+/// Worker `index` parks as `Worker::park` does when the token may be taken: tries for it,
+/// counts itself parked, fences and tries again (`drivers::retry_poll_io`). True if it got it;
+/// false if it must sleep without it.
+fn park_for_the_token(idle: &Idle, index: usize, token: &AtomicBool) -> bool {
+    if try_lock(token) {
+        return true;
+    }
+    idle.park(index, false, false);
+    fence(SeqCst);
+    try_lock(token)
+}
+
 /// Worker 0 parks while a poll that does not wait (worker 1's look on its global-queue tick, or
 /// the monitor's) holds the poll token. Worker 0 counts itself parked, fences and tries for the
 /// token again (`Worker::park`, `drivers::retry_poll_io`); the poll unlocks the token and
 /// then asks the idle state whether a worker is parked (`OsPoller::need_waiter`'s kick:
 /// `Idle::io_wait_should_wake`, which fences first, then `worker_to_notify`). Either the worker
 /// holds the token (it would wait in the OS) or it is woken: a worker left asleep without the
-/// token, with nobody waiting in the OS, is a deadlock here. The token is the mutex's word as
-/// std's futex mutex uses it: a try-lock is an acquiring compare-exchange, an unlock a
-/// releasing swap.
+/// token, with nobody waiting in the OS, is a deadlock here.
 #[test]
 fn loom_a_poll_token_given_back_reaches_a_worker_that_parked_without_it() {
     model(|| {
@@ -190,23 +208,12 @@ fn loom_a_poll_token_given_back_reaches_a_worker_that_parked_without_it() {
         // Held by the poll that does not wait.
         let token = Arc::new(AtomicBool::new(true));
         let parker = Arc::new(Parker::new());
-        let try_lock = |token: &AtomicBool| {
-            token
-                .compare_exchange(false, true, Acquire, Relaxed)
-                .is_ok()
-        };
         let worker = {
             let (idle, token, parker) = (idle.clone(), token.clone(), parker.clone());
             thread::spawn(move || {
-                if try_lock(&token) {
-                    return;
+                if !park_for_the_token(&idle, 0, &token) {
+                    parker.park();
                 }
-                idle.park(0, false, false);
-                fence(SeqCst);
-                if try_lock(&token) {
-                    return;
-                }
-                parker.park();
             })
         };
         token.swap(false, Release);
@@ -238,21 +245,11 @@ fn loom_a_searchers_look_at_the_os_leaves_no_worker_parked_without_the_token() {
             // Held by worker 0's look.
             let token = Arc::new(AtomicBool::new(true));
             let parker = Arc::new(Parker::new());
-            let try_lock = |token: &AtomicBool| {
-                token
-                    .compare_exchange(false, true, Acquire, Relaxed)
-                    .is_ok()
-            };
             // Worker 1: whether it got the token before sleeping, and after being woken.
             let worker = {
                 let (idle, token, parker) = (idle.clone(), token.clone(), parker.clone());
                 thread::spawn(move || {
-                    if try_lock(&token) {
-                        return (true, false);
-                    }
-                    idle.park(1, false, false);
-                    fence(SeqCst);
-                    if try_lock(&token) {
+                    if park_for_the_token(&idle, 1, &token) {
                         return (true, false);
                     }
                     parker.park();
