@@ -86,9 +86,14 @@ const TOTAL: usize = POLLED_FIRST + 2 * PER_BLOCKER + QUEUED;
 /// was dropped exactly once, every kept handle is `Cancelled`, the workers exited before `stop`
 /// returned, and nothing ran afterwards.
 fn stop_pool_with_stuck_tasks(stop: impl FnOnce(ThreadPool) + Send + 'static) {
+    // No handoff: the tasks queued in step 3 must stay behind the two blockers. With the
+    // default, a helper thread starts once the blockers' polls pass 10 ms and runs what waits,
+    // the global queue too; a step 3 that reached its checks later than that (3 of about 300
+    // processes) found tasks taken from the global queue and polled.
     let pool = ThreadPool::builder()
         .worker_threads(2)
         .thread_name("stopping")
+        .handoff_after(Duration::MAX)
         .build()
         .unwrap();
     let drops: Arc<Vec<AtomicUsize>> = Arc::new((0..TOTAL).map(|_| AtomicUsize::new(0)).collect());
@@ -153,9 +158,18 @@ fn stop_pool_with_stuck_tasks(stop: impl FnOnce(ThreadPool) + Send + 'static) {
         let task = stuck_task(guard(slot), polled.clone(), &senders);
         keep_or_detach(&mut kept, slot, pool.spawn(task));
     }
-    assert!(pool.metrics().global_queue_depth >= QUEUED);
-    assert_eq!(pool.metrics().live_tasks, TOTAL + 2);
-    assert!(polled.load(SeqCst) <= polled_before_queued + 2 * PER_BLOCKER);
+    let metrics = pool.metrics();
+    assert!(
+        metrics.global_queue_depth >= QUEUED,
+        "queued tasks were taken ({} helper threads started)",
+        metrics.helpers_started
+    );
+    assert_eq!(metrics.live_tasks, TOTAL + 2);
+    assert!(
+        polled.load(SeqCst) <= polled_before_queued + 2 * PER_BLOCKER,
+        "queued tasks were polled ({} helper threads started)",
+        metrics.helpers_started
+    );
     assert!(drops.iter().all(|d| d.load(SeqCst) == 0));
 
     // 4. Stop while both workers are still mid-poll with tasks in their queues; release them a
